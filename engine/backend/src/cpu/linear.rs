@@ -1,0 +1,119 @@
+//! `linear` on the CPU: out[m, n] = x[m, :] . w[n, :]. Parallel over tiles of output features so
+//! a tile of weight rows stays in cache while every token row is dotted against it.
+
+use rayon::prelude::*;
+
+use super::CpuWeight;
+use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q8, Q8Acts};
+
+/// Weight rows per task: small enough to spread 576-row matrices over the pool, large enough
+/// that task overhead stays negligible.
+const TILE: usize = 32;
+
+/// The inner loop for one weight format, with the activations prepared for it.
+enum Kernel<'a> {
+    F32 {
+        x: &'a [f32],
+        data: &'a [f32],
+    },
+    Q4 {
+        acts: Vec<Q8Acts>,
+        w: &'a crate::quant::Q4Planes,
+    },
+    Q8 {
+        acts: Vec<Q8Acts>,
+        w: &'a crate::quant::Q8Planes,
+    },
+    Dequant {
+        x: &'a [f32],
+        ty: crate::GgmlType,
+        bytes: &'a [u8],
+    },
+}
+
+impl Kernel<'_> {
+    /// Fills `tile` ([m, nt] row-major) with rows n0..n0+nt of the output.
+    fn tile(&self, n0: usize, m: usize, k: usize, tile: &mut [f32]) {
+        let nt = tile.len() / m;
+        match self {
+            Kernel::F32 { x, data } => {
+                for j in 0..nt {
+                    let wr = &data[(n0 + j) * k..(n0 + j + 1) * k];
+                    for i in 0..m {
+                        tile[i * nt + j] = dot_f32(&x[i * k..(i + 1) * k], wr);
+                    }
+                }
+            }
+            Kernel::Q4 { acts, w } => {
+                for j in 0..nt {
+                    let wr = w.row(n0 + j);
+                    for (i, a) in acts.iter().enumerate() {
+                        tile[i * nt + j] = dot_q4(wr, a);
+                    }
+                }
+            }
+            Kernel::Q8 { acts, w } => {
+                for j in 0..nt {
+                    let wr = w.row(n0 + j);
+                    for (i, a) in acts.iter().enumerate() {
+                        tile[i * nt + j] = dot_q8(wr, a);
+                    }
+                }
+            }
+            Kernel::Dequant { x, ty, bytes } => {
+                let rb = ty.bytes_for(k);
+                let mut row = vec![0f32; k];
+                for j in 0..nt {
+                    dequantize_row(*ty, &bytes[(n0 + j) * rb..(n0 + j + 1) * rb], &mut row);
+                    for i in 0..m {
+                        tile[i * nt + j] = dot_f32(&x[i * k..(i + 1) * k], &row);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn quantize_rows(x: &[f32], k: usize) -> Vec<Q8Acts> {
+    x.par_chunks_exact(k).map(Q8Acts::quantize).collect()
+}
+
+pub(super) fn linear(x: &[f32], m: usize, w: &CpuWeight, out: &mut Vec<f32>) {
+    let (n, k) = (w.rows(), w.cols());
+    debug_assert_eq!(x.len(), m * k, "linear input is not [{m}, {k}]");
+    out.resize(m * n, 0.0);
+    let kernel = match w {
+        CpuWeight::F32 { data, .. } => Kernel::F32 { x, data },
+        CpuWeight::Q4 { planes, .. } => Kernel::Q4 {
+            acts: quantize_rows(x, k),
+            w: planes,
+        },
+        CpuWeight::Q8 { planes, .. } => Kernel::Q8 {
+            acts: quantize_rows(x, k),
+            w: planes,
+        },
+        CpuWeight::Ggml { ty, bytes, .. } => Kernel::Dequant { x, ty: *ty, bytes },
+    };
+    if m == 1 {
+        out.par_chunks_mut(TILE)
+            .enumerate()
+            .for_each(|(t, tile)| kernel.tile(t * TILE, 1, k, tile));
+        return;
+    }
+    // Tiles are computed as [m, tile] blocks, then scattered into the [m, n] output.
+    let tiles: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(TILE))
+        .into_par_iter()
+        .map(|t| {
+            let n0 = t * TILE;
+            let mut tile = vec![0f32; m * TILE.min(n - n0)];
+            kernel.tile(n0, m, k, &mut tile);
+            (n0, tile)
+        })
+        .collect();
+    for (n0, tile) in tiles {
+        let nt = tile.len() / m;
+        for i in 0..m {
+            out[i * n + n0..i * n + n0 + nt].copy_from_slice(&tile[i * nt..(i + 1) * nt]);
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The CPU backend: f32 activations, weights kept in their checkpoint format (GGML blocks are
+//! dotted as integers, see `quant::dot`), a private rayon pool, a paged f32 KV cache.
+
+mod attention;
+mod linear;
+
+use rayon::prelude::*;
+
+use crate::ops::{AttnMetadata, AttnShape, Backend, KvCacheSpec, RopeSpec};
+use crate::quant::{repack_q4, repack_q8, Q4Planes, Q8Planes};
+use crate::{BackendError, GgmlType, HostWeight, WeightData};
+
+/// A weight laid out for the CPU kernels.
+#[derive(Debug)]
+pub enum CpuWeight {
+    F32 {
+        rows: usize,
+        cols: usize,
+        data: Vec<f32>,
+    },
+    /// Q4_0 / Q4_1, repacked; `ty` is kept for logs.
+    Q4 {
+        rows: usize,
+        cols: usize,
+        ty: GgmlType,
+        planes: Q4Planes,
+    },
+    /// Q8_0, repacked.
+    Q8 {
+        rows: usize,
+        cols: usize,
+        planes: Q8Planes,
+    },
+    /// K-quants: dequantized a row at a time.
+    Ggml {
+        rows: usize,
+        cols: usize,
+        ty: GgmlType,
+        bytes: Vec<u8>,
+    },
+}
+
+impl CpuWeight {
+    pub fn rows(&self) -> usize {
+        match self {
+            CpuWeight::F32 { rows, .. }
+            | CpuWeight::Q4 { rows, .. }
+            | CpuWeight::Q8 { rows, .. }
+            | CpuWeight::Ggml { rows, .. } => *rows,
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            CpuWeight::F32 { cols, .. }
+            | CpuWeight::Q4 { cols, .. }
+            | CpuWeight::Q8 { cols, .. }
+            | CpuWeight::Ggml { cols, .. } => *cols,
+        }
+    }
+
+    /// Row `r` as f32 (embedding lookups).
+    fn row_f32(&self, r: usize, out: &mut [f32]) {
+        let cols = self.cols();
+        match self {
+            CpuWeight::F32 { data, .. } => out.copy_from_slice(&data[r * cols..(r + 1) * cols]),
+            CpuWeight::Q4 { planes, .. } => planes.dequantize_row(r, out),
+            CpuWeight::Q8 { planes, .. } => planes.dequantize_row(r, out),
+            CpuWeight::Ggml { ty, bytes, .. } => {
+                let rb = ty.bytes_for(cols);
+                crate::quant::dequantize_row(*ty, &bytes[r * rb..(r + 1) * rb], out);
+            }
+        }
+    }
+
+    /// Dense values of a 1-D weight (norms, biases), dequantizing if needed.
+    fn dense(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            CpuWeight::F32 { data, .. } => std::borrow::Cow::Borrowed(data),
+            _ => {
+                let (rows, cols) = (self.rows(), self.cols());
+                let mut out = vec![0f32; rows * cols];
+                for (r, o) in out.chunks_exact_mut(cols).enumerate() {
+                    self.row_f32(r, o);
+                }
+                std::borrow::Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// Paged KV cache, f32, laid out `[layer][block][slot][kv_head][head_dim]`.
+#[derive(Debug)]
+pub struct CpuKvCache {
+    spec: KvCacheSpec,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl CpuKvCache {
+    fn offset(&self, layer: usize, slot: usize) -> usize {
+        let s = &self.spec;
+        (layer * s.num_blocks * s.block_size + slot) * s.num_kv_heads * s.head_dim
+    }
+}
+
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl CpuBackend {
+    /// A backend with `threads` workers (0 = one per available core).
+    pub fn new(threads: usize) -> Result<Self, BackendError> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("hearth-cpu-{i}"))
+            .build()
+            .map_err(|e| BackendError::Unsupported {
+                backend: "cpu",
+                what: format!("a pool of {threads} threads: {e}"),
+            })?;
+        Ok(CpuBackend { pool, threads })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+fn rms_norm_row(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ss: f32 = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (ss + eps).sqrt();
+    for ((o, &xv), &wv) in out.iter_mut().zip(x).zip(w) {
+        *o = xv * inv * wv;
+    }
+}
+
+impl Backend for CpuBackend {
+    type Weight = CpuWeight;
+    type Buf = Vec<f32>;
+    type KvCache = CpuKvCache;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    fn upload(&self, w: HostWeight) -> Result<CpuWeight, BackendError> {
+        let (rows, cols) = (w.rows(), w.cols());
+        let bad = |message: String| BackendError::Weight {
+            name: w.name.clone(),
+            message,
+        };
+        match w.data {
+            WeightData::F32(data) => {
+                if data.len() != rows * cols {
+                    return Err(bad(format!(
+                        "{} values for shape {:?}",
+                        data.len(),
+                        w.shape
+                    )));
+                }
+                Ok(CpuWeight::F32 { rows, cols, data })
+            }
+            WeightData::Ggml { ty, bytes } => {
+                if cols % ty.block_elems() != 0 || bytes.len() != rows * ty.bytes_for(cols) {
+                    return Err(bad(format!(
+                        "{} bytes of {} do not fit shape {:?}",
+                        bytes.len(),
+                        ty.name(),
+                        w.shape
+                    )));
+                }
+                Ok(match ty {
+                    GgmlType::Q4_0 | GgmlType::Q4_1 => CpuWeight::Q4 {
+                        rows,
+                        cols,
+                        ty,
+                        planes: repack_q4(ty, &bytes, cols),
+                    },
+                    GgmlType::Q8_0 => CpuWeight::Q8 {
+                        rows,
+                        cols,
+                        planes: repack_q8(&bytes, cols),
+                    },
+                    _ => CpuWeight::Ggml {
+                        rows,
+                        cols,
+                        ty,
+                        bytes,
+                    },
+                })
+            }
+        }
+    }
+
+    fn describe(&self, w: &CpuWeight) -> String {
+        match w {
+            CpuWeight::F32 { .. } => "f32 dot (simd)".into(),
+            CpuWeight::Q4 { ty, .. } => format!("{} x q8 integer dot (simd)", ty.name()),
+            CpuWeight::Q8 { .. } => "Q8_0 x q8 integer dot (simd)".into(),
+            CpuWeight::Ggml { ty, .. } => format!("{} dequantize-row + f32 dot", ty.name()),
+        }
+    }
+
+    fn alloc_kv(&self, spec: KvCacheSpec) -> Result<CpuKvCache, BackendError> {
+        let n =
+            spec.num_layers * spec.num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
+        let mut k = Vec::new();
+        let mut v = Vec::new();
+        k.try_reserve_exact(n)
+            .and_then(|_| v.try_reserve_exact(n))
+            .map_err(|_| BackendError::OutOfMemory(format!("KV cache of 2 x {n} f32")))?;
+        k.resize(n, 0.0);
+        v.resize(n, 0.0);
+        Ok(CpuKvCache { spec, k, v })
+    }
+
+    fn buf(&self, len: usize) -> Vec<f32> {
+        vec![0.0; len]
+    }
+
+    fn to_host(&self, x: &Vec<f32>) -> Vec<f32> {
+        x.clone()
+    }
+
+    fn embedding(&self, table: &CpuWeight, ids: &[u32], out: &mut Vec<f32>) {
+        let cols = table.cols();
+        out.resize(ids.len() * cols, 0.0);
+        for (row, &id) in out.chunks_exact_mut(cols).zip(ids) {
+            table.row_f32(id as usize, row);
+        }
+    }
+
+    fn linear(
+        &self,
+        x: &Vec<f32>,
+        rows: usize,
+        w: &CpuWeight,
+        bias: Option<&CpuWeight>,
+        out: &mut Vec<f32>,
+    ) {
+        self.pool.install(|| linear::linear(x, rows, w, out));
+        if let Some(b) = bias {
+            let b = b.dense();
+            for row in out.chunks_exact_mut(b.len()) {
+                for (o, bv) in row.iter_mut().zip(b.iter()) {
+                    *o += bv;
+                }
+            }
+        }
+    }
+
+    fn rms_norm(&self, x: &Vec<f32>, w: &CpuWeight, eps: f32, out: &mut Vec<f32>) {
+        let w = w.dense();
+        out.resize(x.len(), 0.0);
+        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+            rms_norm_row(xr, &w, eps, or);
+        }
+    }
+
+    fn add_rms_norm(
+        &self,
+        residual: &mut Vec<f32>,
+        x: &Vec<f32>,
+        w: &CpuWeight,
+        eps: f32,
+        out: &mut Vec<f32>,
+    ) {
+        for (r, v) in residual.iter_mut().zip(x) {
+            *r += v;
+        }
+        self.rms_norm(residual, w, eps, out);
+    }
+
+    fn rope(&self, x: &mut Vec<f32>, positions: &[u32], n_heads: usize, rope: &RopeSpec) {
+        let inv_freq = rope.inv_freq();
+        let hd = rope.head_dim;
+        let half = rope.rotary_dim / 2;
+        let row_len = n_heads * hd;
+        let mut cos = vec![0f32; half];
+        let mut sin = vec![0f32; half];
+        for (row, &pos) in x.chunks_exact_mut(row_len).zip(positions) {
+            for i in 0..half {
+                let (s, c) = (pos as f32 * inv_freq[i]).sin_cos();
+                cos[i] = c;
+                sin[i] = s;
+            }
+            for head in row.chunks_exact_mut(hd) {
+                for i in 0..half {
+                    let (a, b) = if rope.neox {
+                        (i, i + half)
+                    } else {
+                        (2 * i, 2 * i + 1)
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x1 * cos[i] + x0 * sin[i];
+                }
+            }
+        }
+    }
+
+    fn silu_mul(&self, gate: &Vec<f32>, up: &Vec<f32>, out: &mut Vec<f32>) {
+        out.resize(gate.len(), 0.0);
+        for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+            *o = g / (1.0 + (-g).exp()) * u;
+        }
+    }
+
+    fn write_kv(
+        &self,
+        cache: &mut CpuKvCache,
+        layer: usize,
+        k: &Vec<f32>,
+        v: &Vec<f32>,
+        slot_mapping: &[u32],
+    ) {
+        let row = cache.spec.num_kv_heads * cache.spec.head_dim;
+        for (t, &slot) in slot_mapping.iter().enumerate() {
+            let off = cache.offset(layer, slot as usize);
+            cache.k[off..off + row].copy_from_slice(&k[t * row..(t + 1) * row]);
+            cache.v[off..off + row].copy_from_slice(&v[t * row..(t + 1) * row]);
+        }
+    }
+
+    fn attention(
+        &self,
+        cache: &CpuKvCache,
+        layer: usize,
+        q: &Vec<f32>,
+        shape: AttnShape,
+        meta: &AttnMetadata,
+        out: &mut Vec<f32>,
+    ) {
+        self.pool
+            .install(|| attention::paged_attention(cache, layer, q, shape, meta, out));
+    }
+
+    fn gather_rows(&self, x: &Vec<f32>, cols: usize, rows: &[usize], out: &mut Vec<f32>) {
+        out.clear();
+        for &r in rows {
+            out.extend_from_slice(&x[r * cols..(r + 1) * cols]);
+        }
+    }
+}
+
+/// Adds `b` into `a` elementwise (residual connections outside fused ops).
+pub fn add_inplace(a: &mut [f32], b: &[f32]) {
+    a.par_iter_mut()
+        .zip(b.par_iter())
+        .for_each(|(x, y)| *x += y);
+}

@@ -1,0 +1,10 @@
+//! GGML block formats on the CPU: dequantization (the reference), repacking into planes, and
+//! integer dot products.
+
+mod dequant;
+mod dot;
+mod repack;
+
+pub use dequant::dequantize_row;
+pub use dot::{dot_f32, dot_q4, dot_q8, Q4Row, Q8Acts, Q8Row};
+pub use repack::{repack_q4, repack_q8, Q4Planes, Q8Planes};

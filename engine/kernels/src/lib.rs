@@ -1,0 +1,1 @@
+//! CUDA kernel sources compiled to an embedded fatbin (feature cuda).

@@ -1,0 +1,219 @@
+//! The dense decoder-only transformer shared by Llama, Qwen2 and Qwen3 (pre-norm, GQA attention
+//! with rotary embeddings, SwiGLU MLP), written once against the Backend op set. The architecture
+//! files only say which optional parts (q/k norm, qkv bias) their checkpoints have.
+
+use hearth_backend::{AttnShape, Backend, KvCacheSpec, RopeSpec};
+
+use crate::batch::ForwardBatch;
+use crate::config::HfConfig;
+use crate::model::{CausalLm, ModelInfo};
+use crate::source::WeightSource;
+use crate::LoadError;
+
+/// Optional parts of a dense layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenseFlavor {
+    pub qkv_bias: bool,
+    pub qk_norm: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Dims {
+    hidden: usize,
+    inter: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    eps: f32,
+    rope: RopeSpec,
+}
+
+struct Layer<W> {
+    attn_norm: W,
+    q: W,
+    k: W,
+    v: W,
+    qkv_bias: Option<[W; 3]>,
+    qk_norm: Option<[W; 2]>,
+    o: W,
+    ffn_norm: W,
+    gate: W,
+    up: W,
+    down: W,
+}
+
+pub struct DenseDecoder<B: Backend> {
+    info: ModelInfo,
+    dims: Dims,
+    embed: B::Weight,
+    layers: Vec<Layer<B::Weight>>,
+    norm: B::Weight,
+    /// `None` when tied to the embedding.
+    lm_head: Option<B::Weight>,
+}
+
+impl<B: Backend> DenseDecoder<B> {
+    pub fn load(
+        backend: &B,
+        src: &dyn WeightSource,
+        flavor: DenseFlavor,
+    ) -> Result<Self, LoadError> {
+        let cfg: &HfConfig = src.config();
+        if let Some(act) = cfg.hidden_act.as_deref().filter(|a| *a != "silu") {
+            return Err(LoadError::Unsupported {
+                path: src.path().to_path_buf(),
+                what: format!("hidden_act `{act}`"),
+                supported: "silu".into(),
+            });
+        }
+        let dims = Dims {
+            hidden: cfg.hidden_size,
+            inter: cfg.intermediate_size,
+            n_heads: cfg.num_attention_heads,
+            n_kv_heads: cfg.n_kv_heads(),
+            head_dim: cfg.head_dim(),
+            eps: cfg.rms_norm_eps as f32,
+            rope: cfg.rope(src.path())?,
+        };
+        let (h, hd) = (dims.hidden, dims.head_dim);
+        let (q_dim, kv_dim) = (dims.n_heads * hd, dims.n_kv_heads * hd);
+        let up = |name: &str, shape: &[usize]| -> Result<B::Weight, LoadError> {
+            Ok(backend.upload(src.require(name, shape)?)?)
+        };
+        let embed = up("model.embed_tokens.weight", &[cfg.vocab_size, h])?;
+        let progress = crate::progress::layers(cfg.num_hidden_layers);
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let p = |s: &str| format!("model.layers.{i}.{s}");
+            let qkv_bias = if flavor.qkv_bias {
+                Some([
+                    up(&p("self_attn.q_proj.bias"), &[q_dim])?,
+                    up(&p("self_attn.k_proj.bias"), &[kv_dim])?,
+                    up(&p("self_attn.v_proj.bias"), &[kv_dim])?,
+                ])
+            } else {
+                None
+            };
+            let qk_norm = if flavor.qk_norm {
+                Some([
+                    up(&p("self_attn.q_norm.weight"), &[hd])?,
+                    up(&p("self_attn.k_norm.weight"), &[hd])?,
+                ])
+            } else {
+                None
+            };
+            layers.push(Layer {
+                attn_norm: up(&p("input_layernorm.weight"), &[h])?,
+                q: up(&p("self_attn.q_proj.weight"), &[q_dim, h])?,
+                k: up(&p("self_attn.k_proj.weight"), &[kv_dim, h])?,
+                v: up(&p("self_attn.v_proj.weight"), &[kv_dim, h])?,
+                qkv_bias,
+                qk_norm,
+                o: up(&p("self_attn.o_proj.weight"), &[h, q_dim])?,
+                ffn_norm: up(&p("post_attention_layernorm.weight"), &[h])?,
+                gate: up(&p("mlp.gate_proj.weight"), &[dims.inter, h])?,
+                up: up(&p("mlp.up_proj.weight"), &[dims.inter, h])?,
+                down: up(&p("mlp.down_proj.weight"), &[h, dims.inter])?,
+            });
+            progress.inc(1);
+        }
+        progress.finish_and_clear();
+        let norm = up("model.norm.weight", &[h])?;
+        let lm_head = match src.tensor("lm_head.weight")? {
+            Some(w) if !cfg.tie_word_embeddings => Some(backend.upload(w)?),
+            _ => None,
+        };
+        let info = ModelInfo {
+            architecture: cfg.architecture().to_owned(),
+            vocab_size: cfg.vocab_size,
+            num_layers: cfg.num_hidden_layers,
+            max_position_embeddings: cfg.max_position_embeddings,
+            kernel_paths: vec![
+                ("attention projections", backend.describe(&layers[0].q)),
+                ("mlp", backend.describe(&layers[0].gate)),
+                (
+                    "lm_head",
+                    backend.describe(lm_head.as_ref().unwrap_or(&embed)),
+                ),
+            ]
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b))
+            .collect(),
+        };
+        Ok(DenseDecoder {
+            info,
+            dims,
+            embed,
+            layers,
+            norm,
+            lm_head,
+        })
+    }
+}
+
+impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn kv_spec(&self, num_blocks: usize, block_size: usize) -> KvCacheSpec {
+        KvCacheSpec {
+            num_layers: self.layers.len(),
+            num_blocks,
+            block_size,
+            num_kv_heads: self.dims.n_kv_heads,
+            head_dim: self.dims.head_dim,
+        }
+    }
+
+    fn forward(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32> {
+        let d = &self.dims;
+        let n = batch.tokens.len();
+        let shape = AttnShape {
+            n_heads: d.n_heads,
+            n_kv_heads: d.n_kv_heads,
+            head_dim: d.head_dim,
+            scale: 1.0 / (d.head_dim as f32).sqrt(),
+        };
+        let mut x = b.buf(0);
+        b.embedding(&self.embed, &batch.tokens, &mut x);
+        let (mut h, mut q, mut k, mut v) = (b.buf(0), b.buf(0), b.buf(0), b.buf(0));
+        let (mut attn, mut o, mut g, mut u, mut act, mut down) =
+            (b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0));
+        let mut normed = b.buf(0);
+        b.rms_norm(&x, &self.layers[0].attn_norm, d.eps, &mut h);
+        for (i, l) in self.layers.iter().enumerate() {
+            let bias = l.qkv_bias.as_ref();
+            b.linear(&h, n, &l.q, bias.map(|bs| &bs[0]), &mut q);
+            b.linear(&h, n, &l.k, bias.map(|bs| &bs[1]), &mut k);
+            b.linear(&h, n, &l.v, bias.map(|bs| &bs[2]), &mut v);
+            if let Some([qn, kn]) = &l.qk_norm {
+                b.rms_norm(&q, qn, d.eps, &mut normed);
+                std::mem::swap(&mut q, &mut normed);
+                b.rms_norm(&k, kn, d.eps, &mut normed);
+                std::mem::swap(&mut k, &mut normed);
+            }
+            b.rope(&mut q, &batch.positions, d.n_heads, &d.rope);
+            b.rope(&mut k, &batch.positions, d.n_kv_heads, &d.rope);
+            b.write_kv(kv, i, &k, &v, &batch.attn.slot_mapping);
+            b.attention(kv, i, &q, shape, &batch.attn, &mut attn);
+            b.linear(&attn, n, &l.o, None, &mut o);
+            b.add_rms_norm(&mut x, &o, &l.ffn_norm, d.eps, &mut h);
+            b.linear(&h, n, &l.gate, None, &mut g);
+            b.linear(&h, n, &l.up, None, &mut u);
+            b.silu_mul(&g, &u, &mut act);
+            b.linear(&act, n, &l.down, None, &mut down);
+            let next_norm = self
+                .layers
+                .get(i + 1)
+                .map_or(&self.norm, |nl| &nl.attn_norm);
+            b.add_rms_norm(&mut x, &down, next_norm, d.eps, &mut h);
+        }
+        let mut last = b.buf(0);
+        b.gather_rows(&h, d.hidden, &batch.logits_rows, &mut last);
+        let mut logits = b.buf(0);
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        b.linear(&last, batch.logits_rows.len(), head, None, &mut logits);
+        b.to_host(&logits)
+    }
+}

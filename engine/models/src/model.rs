@@ -1,0 +1,83 @@
+//! The model interface the runtime drives, and picking an architecture for a checkpoint.
+
+use std::path::Path;
+
+use hearth_backend::{Backend, KvCacheSpec};
+
+use crate::batch::ForwardBatch;
+use crate::dense::DenseDecoder;
+use crate::source::WeightSource;
+use crate::LoadError;
+
+/// What the runtime and the startup log need to know about a loaded model.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub architecture: String,
+    pub vocab_size: usize,
+    pub num_layers: usize,
+    pub max_position_embeddings: Option<usize>,
+    /// (op, kernel path) pairs for the startup log.
+    pub kernel_paths: Vec<(String, String)>,
+}
+
+/// A causal language model on backend `B`.
+pub trait CausalLm<B: Backend>: Send + Sync {
+    fn info(&self) -> &ModelInfo;
+    fn kv_spec(&self, num_blocks: usize, block_size: usize) -> KvCacheSpec;
+    /// Runs one step and returns logits, `[batch.logits_rows.len(), vocab_size]` row-major.
+    fn forward(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32>;
+}
+
+/// Architectures (config.json `architectures[0]`) this build can run.
+pub const SUPPORTED_ARCHITECTURES: &[&str] =
+    &["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"];
+
+/// Builds the model for `src`'s architecture, or says which architectures are supported.
+pub fn load_model<B: Backend + 'static>(
+    backend: &B,
+    src: &dyn WeightSource,
+) -> Result<Box<dyn CausalLm<B>>, LoadError> {
+    let cfg = src.config();
+    if let Some(q) = &cfg.quantization_config {
+        let method = q
+            .get("quant_method")
+            .and_then(|m| m.as_str())
+            .unwrap_or("unknown");
+        return Err(LoadError::Unsupported {
+            path: src.path().to_path_buf(),
+            what: format!("weight quantization `{method}`"),
+            supported: "unquantized f32/f16/bf16 safetensors, GGUF F32/F16/BF16/Q4_0/Q4_1/Q8_0/\
+                        Q4_K/Q5_K/Q6_K"
+                .into(),
+        });
+    }
+    let flavor = match cfg.architecture() {
+        "LlamaForCausalLM" => crate::llama::flavor(cfg),
+        "Qwen2ForCausalLM" => crate::qwen2::flavor(cfg),
+        "Qwen3ForCausalLM" => crate::qwen3::flavor(cfg),
+        other => return Err(unsupported(src.path(), other)),
+    };
+    Ok(Box::new(DenseDecoder::load(backend, src, flavor)?))
+}
+
+fn unsupported(path: &Path, arch: &str) -> LoadError {
+    LoadError::UnsupportedArchitecture {
+        path: path.to_path_buf(),
+        architecture: arch.to_owned(),
+        supported: SUPPORTED_ARCHITECTURES.join(", "),
+    }
+}
+
+/// Used by tests and tools that want to know without loading.
+pub fn is_supported(arch: &str) -> bool {
+    SUPPORTED_ARCHITECTURES.contains(&arch)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn supported_list_names_the_dense_families() {
+        assert!(super::is_supported("Qwen3ForCausalLM"));
+        assert!(!super::is_supported("Glm4MoeForCausalLM"));
+    }
+}

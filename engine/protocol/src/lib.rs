@@ -1,0 +1,1 @@
+//! OpenAI and Anthropic wire types.

@@ -1,0 +1,153 @@
+//! Single-sequence generation straight on a model: chunked prefill, then decode, over a paged KV
+//! cache whose blocks this sequence owns in order. The CLI's `generate` and `bench` use it; the
+//! batching engine (scheduler + core loop) drives the same `CausalLm::forward`.
+
+use std::time::{Duration, Instant};
+
+use hearth_backend::{AttnMetadata, Backend, SeqAttn};
+use hearth_models::{CausalLm, ForwardBatch};
+
+use crate::sampler::{sample, Rng, SamplingParams};
+use crate::RuntimeError;
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A stop token or the callback asked to stop.
+    Stop,
+    /// max_tokens or the context length was reached.
+    Length,
+}
+
+/// Timings of one generation, for `bench` and the CLI's closing line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill: Duration,
+    pub decode: Duration,
+}
+
+impl GenStats {
+    pub fn prefill_tps(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+    }
+
+    /// Decode rate over the tokens after the first (the first comes from prefill).
+    pub fn decode_tps(&self) -> f64 {
+        self.generated_tokens.saturating_sub(1) as f64 / self.decode.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A model, its backend and a KV cache for one sequence of up to `max_len` tokens.
+pub struct Generator<'a, B: Backend> {
+    backend: &'a B,
+    model: &'a dyn CausalLm<B>,
+    kv: B::KvCache,
+    block_size: usize,
+    max_len: usize,
+    prefill_chunk: usize,
+}
+
+impl<'a, B: Backend> Generator<'a, B> {
+    pub fn new(
+        backend: &'a B,
+        model: &'a dyn CausalLm<B>,
+        max_len: usize,
+    ) -> Result<Self, RuntimeError> {
+        let block_size = 16;
+        let num_blocks = max_len.div_ceil(block_size);
+        let kv = backend.alloc_kv(model.kv_spec(num_blocks, block_size))?;
+        Ok(Generator {
+            backend,
+            model,
+            kv,
+            block_size,
+            max_len,
+            prefill_chunk: 512,
+        })
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    fn step(&mut self, tokens: &[u32], start: usize) -> Vec<f32> {
+        let n = tokens.len();
+        let end = start + n;
+        let blocks = end.div_ceil(self.block_size);
+        let batch = ForwardBatch {
+            tokens: tokens.to_vec(),
+            positions: (start..end).map(|p| p as u32).collect(),
+            attn: AttnMetadata {
+                seqs: vec![SeqAttn {
+                    query_start: 0,
+                    query_len: n,
+                    context_len: end,
+                    block_table: (0..blocks as u32).collect(),
+                }],
+                slot_mapping: (start..end).map(|p| p as u32).collect(),
+            },
+            logits_rows: vec![n - 1],
+        };
+        let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
+        backend.install(|| model.forward(backend, &batch, kv))
+    }
+
+    /// Prefills `prompt`, then samples up to `max_tokens` tokens, calling `on_token` with each;
+    /// `on_token` returns false to stop. Stops on `stop_ids` too (the stop token is reported).
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_tokens: usize,
+        params: &SamplingParams,
+        stop_ids: &[u32],
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<(FinishReason, GenStats), RuntimeError> {
+        if prompt.is_empty() {
+            return Err(RuntimeError::EmptyPrompt);
+        }
+        if prompt.len() >= self.max_len {
+            return Err(RuntimeError::PromptTooLong {
+                prompt: prompt.len(),
+                max: self.max_len,
+            });
+        }
+        let mut rng = params.seed.map_or_else(Rng::from_entropy, Rng::new);
+        let mut stats = GenStats {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let mut logits = Vec::new();
+        for (i, chunk) in prompt.chunks(self.prefill_chunk).enumerate() {
+            logits = self.step(chunk, i * self.prefill_chunk);
+        }
+        stats.prefill = t0.elapsed();
+        let t1 = Instant::now();
+        let mut finish = FinishReason::Length;
+        for pos in prompt.len()..prompt.len() + max_tokens {
+            let tok = sample(&logits, params, &mut rng);
+            stats.generated_tokens += 1;
+            if !on_token(tok) || stop_ids.contains(&tok) {
+                finish = FinishReason::Stop;
+                break;
+            }
+            if pos + 1 >= self.max_len || stats.generated_tokens == max_tokens {
+                break;
+            }
+            logits = self.step(&[tok], pos);
+        }
+        stats.decode = t1.elapsed();
+        Ok((finish, stats))
+    }
+
+    /// Logits for every prompt position (tests compare these with a reference).
+    pub fn prompt_logits(&mut self, prompt: &[u32]) -> Vec<Vec<f32>> {
+        prompt
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| self.step(&[t], i))
+            .collect()
+    }
+}

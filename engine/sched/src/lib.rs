@@ -1,0 +1,1 @@
+//! Block pool, KV cache manager, prefix cache, scheduler.

@@ -1,0 +1,1 @@
+//! The Hearth deployment spec: YAML schema, interpolation, validation, model sources.

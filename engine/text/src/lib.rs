@@ -1,0 +1,1 @@
+//! Tokenizers, chat templates, detokenizer, stop strings, parsers.

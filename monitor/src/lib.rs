@@ -1,0 +1,1 @@
+//! The `hearth-monitor` sidecar. Not built yet: see issue 7.
