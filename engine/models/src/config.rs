@@ -31,6 +31,9 @@ pub struct HfConfig {
     pub rope_theta: f64,
     #[serde(default)]
     pub rope_scaling: Option<serde_json::Value>,
+    /// transformers 5 writes `rope_theta` and the scaling together here.
+    #[serde(default)]
+    pub rope_parameters: Option<serde_json::Value>,
     #[serde(default)]
     pub partial_rotary_factor: Option<f64>,
     #[serde(default)]
@@ -90,14 +93,19 @@ impl HfConfig {
         let head_dim = self.head_dim();
         let rotary_dim =
             (head_dim as f64 * self.partial_rotary_factor.unwrap_or(1.0)).round() as usize;
+        let params = self.rope_parameters.as_ref().filter(|v| v.is_object());
+        let theta = params
+            .and_then(|p| p.get("rope_theta"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(self.rope_theta);
         let mut rope = RopeSpec {
-            theta: self.rope_theta as f32,
+            theta: theta as f32,
             head_dim,
             rotary_dim,
             neox: true,
             llama3_scaling: None,
         };
-        let Some(scaling) = self.rope_scaling.as_ref().filter(|v| !v.is_null()) else {
+        let Some(scaling) = params.or(self.rope_scaling.as_ref().filter(|v| !v.is_null())) else {
             return Ok(rope);
         };
         let kind = scaling

@@ -73,6 +73,10 @@ impl<'a, B: Backend> Generator<'a, B> {
     }
 
     fn step(&mut self, tokens: &[u32], start: usize) -> Vec<f32> {
+        self.step_rows(tokens, start, vec![tokens.len() - 1])
+    }
+
+    fn step_rows(&mut self, tokens: &[u32], start: usize, logits_rows: Vec<usize>) -> Vec<f32> {
         let n = tokens.len();
         let end = start + n;
         let blocks = end.div_ceil(self.block_size);
@@ -88,7 +92,7 @@ impl<'a, B: Backend> Generator<'a, B> {
                 }],
                 slot_mapping: (start..end).map(|p| p as u32).collect(),
             },
-            logits_rows: vec![n - 1],
+            logits_rows,
         };
         let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
         backend.install(|| model.forward(backend, &batch, kv))
@@ -142,12 +146,18 @@ impl<'a, B: Backend> Generator<'a, B> {
         Ok((finish, stats))
     }
 
-    /// Logits for every prompt position (tests compare these with a reference).
-    pub fn prompt_logits(&mut self, prompt: &[u32]) -> Vec<Vec<f32>> {
+    /// Logits for every prompt position from one prefill pass (tests compare these with a
+    /// reference), `[prompt.len(), vocab]` row-major.
+    pub fn prefill_logits(&mut self, prompt: &[u32]) -> Vec<f32> {
+        self.step_rows(prompt, 0, (0..prompt.len()).collect())
+    }
+
+    /// Logits for every prompt position, feeding one token per step (the decode path).
+    pub fn decode_logits(&mut self, prompt: &[u32]) -> Vec<f32> {
         prompt
             .iter()
             .enumerate()
-            .map(|(i, &t)| self.step(&[t], i))
+            .flat_map(|(i, &t)| self.step(&[t], i))
             .collect()
     }
 }

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::CpuWeight;
-use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q8, Q8Acts};
+use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q8, QActs};
 
 /// Weight rows per task: small enough to spread 576-row matrices over the pool, large enough
 /// that task overhead stays negligible.
@@ -17,11 +17,11 @@ enum Kernel<'a> {
         data: &'a [f32],
     },
     Q4 {
-        acts: Vec<Q8Acts>,
+        acts: Vec<QActs>,
         w: &'a crate::quant::Q4Planes,
     },
     Q8 {
-        acts: Vec<Q8Acts>,
+        acts: Vec<QActs>,
         w: &'a crate::quant::Q8Planes,
     },
     Dequant {
@@ -74,8 +74,8 @@ impl Kernel<'_> {
     }
 }
 
-fn quantize_rows(x: &[f32], k: usize) -> Vec<Q8Acts> {
-    x.par_chunks_exact(k).map(Q8Acts::quantize).collect()
+fn quantize_rows(x: &[f32], k: usize) -> Vec<QActs> {
+    x.par_chunks_exact(k).map(QActs::quantize).collect()
 }
 
 pub(super) fn linear(x: &[f32], m: usize, w: &CpuWeight, out: &mut Vec<f32>) {

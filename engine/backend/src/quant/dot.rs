@@ -1,25 +1,31 @@
-//! Integer dot products between 4/8-bit weight rows and activations quantized to 8-bit blocks,
-//! the way llama.cpp's CPU path works: weights are never dequantized on the decode path.
+//! Integer dot products between 4/8-bit weight rows and activations quantized to 16-bit blocks:
+//! weights are never dequantized on the decode path.
+//!
+//! Why 16-bit activations and not llama.cpp's 8-bit: with 8-bit activations SmolLM2-135M Q4_1
+//! answers "What is the capital of France?" with "L'Étoile, la Marseillaise..." (llama.cpp does
+//! the same), while the float reference on the same dequantized weights says "The capital of
+//! France is Paris." 16-bit activations are 256x finer, keep the integer `madd` path, and follow
+//! the float reference.
 //!
 //! Weights arrive repacked by the CPU backend into planes (`Q4Row`, `Q8Row`): f32 block scales
 //! and offsets beside the packed quants, so the inner loop has no f16 conversion. Activations are
-//! quantized once per linear layer into [`Q8Acts`]. AVX2 (+AVX-VNNI when present) or scalar.
+//! quantized once per linear layer into [`QActs`]. AVX2 or scalar.
 
 const QK: usize = 32;
 
-/// One row of activations quantized to 8-bit blocks of 32.
+/// One row of activations quantized to 16-bit blocks of 32.
 #[derive(Debug, Clone, Default)]
-pub struct Q8Acts {
+pub struct QActs {
     /// Per-block scale.
     pub d: Vec<f32>,
     /// Per-block `d * sum(qs)`, for the offset term of Q4_1-style weights.
     pub s: Vec<f32>,
-    pub qs: Vec<i8>,
+    pub qs: Vec<i16>,
 }
 
-impl Q8Acts {
+impl QActs {
     pub fn quantize(x: &[f32]) -> Self {
-        let mut q = Q8Acts::default();
+        let mut q = QActs::default();
         q.quantize_into(x);
         q
     }
@@ -31,12 +37,12 @@ impl Q8Acts {
         self.qs.resize(x.len(), 0);
         for (b, xs) in x.chunks_exact(QK).enumerate() {
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
+            let d = amax / 32767.0;
             let id = if d > 0.0 { 1.0 / d } else { 0.0 };
             let mut sum = 0i32;
             for (q, &v) in self.qs[b * QK..(b + 1) * QK].iter_mut().zip(xs) {
                 let r = (v * id).round() as i32;
-                *q = r as i8;
+                *q = r as i16;
                 sum += r;
             }
             self.d.push(d);
@@ -61,7 +67,7 @@ pub struct Q8Row<'a> {
     pub qs: &'a [i8],
 }
 
-pub fn dot_q4(w: Q4Row<'_>, a: &Q8Acts) -> f32 {
+pub fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the features `simd::dot_q4` is compiled for were detected on this CPU.
@@ -80,7 +86,7 @@ pub fn dot_q4(w: Q4Row<'_>, a: &Q8Acts) -> f32 {
     acc
 }
 
-pub fn dot_q8(w: Q8Row<'_>, a: &Q8Acts) -> f32 {
+pub fn dot_q8(w: Q8Row<'_>, a: &QActs) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the features `simd::dot_q8` is compiled for were detected on this CPU.
@@ -132,7 +138,7 @@ mod simd {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
 
-    use super::{Q4Row, Q8Acts, Q8Row, QK};
+    use super::{Q4Row, Q8Row, QActs, QK};
 
     pub fn available() -> bool {
         static HAS: OnceLock<bool> = OnceLock::new();
@@ -151,15 +157,27 @@ mod simd {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
     }
 
-    /// Sum over 32 lanes of u8 * i8 as eight f32s.
+    /// Sum of 32 i16 weight lanes (two halves) times 32 i16 activations, as eight f32.
     #[target_feature(enable = "avx2,fma")]
-    fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256 {
-        let p16 = _mm256_maddubs_epi16(u, s);
-        _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)))
+    fn madd32(w0: __m256i, w1: __m256i, a0: __m256i, a1: __m256i) -> __m256 {
+        let p = _mm256_add_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1));
+        _mm256_cvtepi32_ps(p)
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_q4(w: Q4Row<'_>, a: &Q8Acts) -> f32 {
+    fn load2(p: &[i16]) -> (__m256i, __m256i) {
+        assert!(p.len() >= 32);
+        // SAFETY: 32 readable i16 were asserted just above.
+        unsafe {
+            (
+                _mm256_loadu_si256(p.as_ptr() as *const __m256i),
+                _mm256_loadu_si256(p.as_ptr().add(16) as *const __m256i),
+            )
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
         let nb = w.d.len();
         assert!(
             w.m.len() == nb && w.qs.len() == nb * 16 && a.d.len() >= nb && a.qs.len() >= nb * QK
@@ -167,49 +185,46 @@ mod simd {
         let mask = _mm_set1_epi8(0xF);
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         let block = |b: usize| {
-            // SAFETY: b < nb, and the lengths were checked above.
-            let (q, av) = unsafe {
-                (
-                    _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i),
-                    _mm256_loadu_si256(a.qs.as_ptr().add(b * QK) as *const __m256i),
-                )
-            };
-            let lo = _mm_and_si128(q, mask);
-            let hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-            let p = dot_u8_i8(_mm256_set_m128i(hi, lo), av);
-            (_mm256_set1_ps(w.d[b] * a.d[b]), p)
+            // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
+            let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i) };
+            let lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
+            let hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
+            let (a0, a1) = load2(&a.qs[b * QK..]);
+            (_mm256_set1_ps(w.d[b] * a.d[b]), madd32(lo, hi, a0, a1))
         };
+        let mut offsets = 0f32;
         let mut b = 0;
         while b + 1 < nb {
             let (s0, p0) = block(b);
             let (s1, p1) = block(b + 1);
             acc0 = _mm256_fmadd_ps(s0, p0, acc0);
             acc1 = _mm256_fmadd_ps(s1, p1, acc1);
+            offsets += w.m[b] * a.s[b] + w.m[b + 1] * a.s[b + 1];
             b += 2;
         }
         if b < nb {
             let (s0, p0) = block(b);
             acc0 = _mm256_fmadd_ps(s0, p0, acc0);
+            offsets += w.m[b] * a.s[b];
         }
-        // SAFETY: same target features as this function.
-        let offsets = unsafe { dot_f32(w.m, &a.s[..nb]) };
         hsum(_mm256_add_ps(acc0, acc1)) + offsets
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_q8(w: Q8Row<'_>, a: &Q8Acts) -> f32 {
+    pub unsafe fn dot_q8(w: Q8Row<'_>, a: &QActs) -> f32 {
         let nb = w.d.len();
         assert!(w.qs.len() == nb * QK && a.d.len() >= nb && a.qs.len() >= nb * QK);
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         let block = |b: usize| {
-            // SAFETY: b < nb, and the lengths were checked above.
-            let (wv, av) = unsafe {
+            // SAFETY: b < nb and `w.qs` holds nb * 32 bytes (asserted above).
+            let (q0, q1) = unsafe {
                 (
-                    _mm256_loadu_si256(w.qs.as_ptr().add(b * QK) as *const __m256i),
-                    _mm256_loadu_si256(a.qs.as_ptr().add(b * QK) as *const __m256i),
+                    _mm_loadu_si128(w.qs.as_ptr().add(b * QK) as *const __m128i),
+                    _mm_loadu_si128(w.qs.as_ptr().add(b * QK + 16) as *const __m128i),
                 )
             };
-            let p = dot_u8_i8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
+            let (a0, a1) = load2(&a.qs[b * QK..]);
+            let p = madd32(_mm256_cvtepi8_epi16(q0), _mm256_cvtepi8_epi16(q1), a0, a1);
             (_mm256_set1_ps(w.d[b] * a.d[b]), p)
         };
         let mut b = 0;
@@ -247,7 +262,7 @@ mod tests {
         let x: Vec<f32> = (0..n)
             .map(|_| (lcg(&mut seed) % 2000) as f32 / 1000.0 - 1.0)
             .collect();
-        let acts = Q8Acts::quantize(&x);
+        let acts = QActs::quantize(&x);
         let d: Vec<f32> = (0..nb).map(|b| 0.01 + 0.001 * b as f32).collect();
         let m: Vec<f32> = (0..nb).map(|b| -0.05 * b as f32).collect();
         let q4: Vec<u8> = (0..nb * 16).map(|_| lcg(&mut seed) as u8).collect();
@@ -279,9 +294,9 @@ mod tests {
             &acts,
         );
         let f8 = dot_q8(Q8Row { d: &d, qs: &q8 }, &acts);
-        // 8-bit activations: error well under 1% of the sum of |products|.
-        assert!((f4 - r4).abs() < 0.01 * s4, "q4 {f4} vs {r4}");
-        assert!((f8 - r8).abs() < 0.01 * s8, "q8 {f8} vs {r8}");
+        // 16-bit activations: error under 1e-4 of the sum of |products|.
+        assert!((f4 - r4).abs() < 1e-4 * s4, "q4 {f4} vs {r4}");
+        assert!((f8 - r8).abs() < 1e-4 * s8, "q8 {f8} vs {r8}");
     }
 
     #[test]
