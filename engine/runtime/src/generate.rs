@@ -98,6 +98,21 @@ impl<'a, B: Backend> Generator<'a, B> {
         backend.install(|| model.forward(backend, &batch, kv))
     }
 
+    /// Runs `prompt` through the model in chunks and returns the last position's logits.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, RuntimeError> {
+        if prompt.is_empty() {
+            return Err(RuntimeError::EmptyPrompt);
+        }
+        if prompt.len() >= self.max_len {
+            return Err(RuntimeError::PromptTooLong { prompt: prompt.len(), max: self.max_len });
+        }
+        let mut logits = Vec::new();
+        for (i, chunk) in prompt.chunks(self.prefill_chunk).enumerate() {
+            logits = self.step(chunk, i * self.prefill_chunk);
+        }
+        Ok(logits)
+    }
+
     /// Prefills `prompt`, then samples up to `max_tokens` tokens, calling `on_token` with each;
     /// `on_token` returns false to stop. Stops on `stop_ids` too (the stop token is reported).
     pub fn generate(
@@ -123,10 +138,7 @@ impl<'a, B: Backend> Generator<'a, B> {
             ..Default::default()
         };
         let t0 = Instant::now();
-        let mut logits = Vec::new();
-        for (i, chunk) in prompt.chunks(self.prefill_chunk).enumerate() {
-            logits = self.step(chunk, i * self.prefill_chunk);
-        }
+        let mut logits = self.prefill(prompt)?;
         stats.prefill = t0.elapsed();
         let t1 = Instant::now();
         let mut finish = FinishReason::Length;

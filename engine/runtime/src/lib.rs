@@ -1,6 +1,7 @@
 //! The engine runtime: sampling, single-sequence generation, and (with the engine-core issue)
 //! the core loop thread and `EngineHandle`.
 
+pub mod bench;
 mod error;
 pub mod generate;
 pub mod sampler;

@@ -1,0 +1,75 @@
+//! `hearth-engine bench`: prompt processing and token generation speed of one model, measured the
+//! way llama-bench does (ppN: prefill N tokens into an empty cache; tgN: generate N tokens one at
+//! a time from an empty cache), so the two can be compared in one run on one machine.
+
+use std::time::Instant;
+
+use hearth_backend::Backend;
+use hearth_models::CausalLm;
+
+use crate::generate::Generator;
+use crate::sampler::SamplingParams;
+use crate::RuntimeError;
+
+/// One benchmark line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchResult {
+    /// "pp128", "tg64".
+    pub test: String,
+    pub tokens_per_s_mean: f64,
+    pub tokens_per_s_std: f64,
+}
+
+/// Deterministic, vocabulary-spread prompt tokens (content does not matter for speed).
+fn prompt(n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % vocab.max(1)) as u32).collect()
+}
+
+fn mean_std(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len().max(1) as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+/// Runs ppN for each of `pp` and tgN for each of `tg`, `reps` times each after one warm-up.
+pub fn run<B: Backend>(
+    backend: &B,
+    model: &dyn CausalLm<B>,
+    pp: &[usize],
+    tg: &[usize],
+    reps: usize,
+) -> Result<Vec<BenchResult>, RuntimeError> {
+    let vocab = model.info().vocab_size;
+    let max_len = pp.iter().chain(tg).copied().max().unwrap_or(1) + 2;
+    let mut results = Vec::new();
+    for &n in pp {
+        let tokens = prompt(n, vocab);
+        let mut rates = Vec::with_capacity(reps);
+        for rep in 0..=reps {
+            let mut gen = Generator::new(backend, model, max_len)?;
+            let t = Instant::now();
+            gen.prefill(&tokens)?;
+            if rep > 0 {
+                rates.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        let (mean, std) = mean_std(&rates);
+        results.push(BenchResult { test: format!("pp{n}"), tokens_per_s_mean: mean, tokens_per_s_std: std });
+    }
+    for &n in tg {
+        let mut rates = Vec::with_capacity(reps);
+        for rep in 0..=reps {
+            let mut gen = Generator::new(backend, model, max_len)?;
+            let t = Instant::now();
+            // One prompt token, then n - 1 decode steps: n tokens generated, as llama-bench's tg.
+            gen.generate(&prompt(1, vocab), n, &SamplingParams::default(), &[], |_| true)?;
+            if rep > 0 {
+                rates.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        let (mean, std) = mean_std(&rates);
+        results.push(BenchResult { test: format!("tg{n}"), tokens_per_s_mean: mean, tokens_per_s_std: std });
+    }
+    Ok(results)
+}
