@@ -22,7 +22,9 @@ pub struct BenchResult {
 
 /// Deterministic, vocabulary-spread prompt tokens (content does not matter for speed).
 fn prompt(n: usize, vocab: usize) -> Vec<u32> {
-    (0..n).map(|i| ((i * 7919 + 13) % vocab.max(1)) as u32).collect()
+    (0..n)
+        .map(|i| ((i * 7919 + 13) % vocab.max(1)) as u32)
+        .collect()
 }
 
 fn mean_std(xs: &[f64]) -> (f64, f64) {
@@ -55,7 +57,11 @@ pub fn run<B: Backend>(
             }
         }
         let (mean, std) = mean_std(&rates);
-        results.push(BenchResult { test: format!("pp{n}"), tokens_per_s_mean: mean, tokens_per_s_std: std });
+        results.push(BenchResult {
+            test: format!("pp{n}"),
+            tokens_per_s_mean: mean,
+            tokens_per_s_std: std,
+        });
     }
     for &n in tg {
         let mut rates = Vec::with_capacity(reps);
@@ -63,13 +69,23 @@ pub fn run<B: Backend>(
             let mut gen = Generator::new(backend, model, max_len)?;
             let t = Instant::now();
             // One prompt token, then n - 1 decode steps: n tokens generated, as llama-bench's tg.
-            gen.generate(&prompt(1, vocab), n, &SamplingParams::default(), &[], |_| true)?;
+            gen.generate(
+                &prompt(1, vocab),
+                n,
+                &SamplingParams::default(),
+                &[],
+                |_| true,
+            )?;
             if rep > 0 {
                 rates.push(n as f64 / t.elapsed().as_secs_f64());
             }
         }
         let (mean, std) = mean_std(&rates);
-        results.push(BenchResult { test: format!("tg{n}"), tokens_per_s_mean: mean, tokens_per_s_std: std });
+        results.push(BenchResult {
+            test: format!("tg{n}"),
+            tokens_per_s_mean: mean,
+            tokens_per_s_std: std,
+        });
     }
     Ok(results)
 }

@@ -104,7 +104,10 @@ impl<'a, B: Backend> Generator<'a, B> {
             return Err(RuntimeError::EmptyPrompt);
         }
         if prompt.len() >= self.max_len {
-            return Err(RuntimeError::PromptTooLong { prompt: prompt.len(), max: self.max_len });
+            return Err(RuntimeError::PromptTooLong {
+                prompt: prompt.len(),
+                max: self.max_len,
+            });
         }
         let mut logits = Vec::new();
         for (i, chunk) in prompt.chunks(self.prefill_chunk).enumerate() {

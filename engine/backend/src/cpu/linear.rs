@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::CpuWeight;
-use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q8, QActs};
+use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q4_x4, dot_q8, QActs};
 
 /// Weight rows per task: small enough to spread 576-row matrices over the pool, large enough
 /// that task overhead stays negligible.
@@ -47,8 +47,16 @@ impl Kernel<'_> {
             Kernel::Q4 { acts, w } => {
                 for j in 0..nt {
                     let wr = w.row(n0 + j);
-                    for (i, a) in acts.iter().enumerate() {
-                        tile[i * nt + j] = dot_q4(wr, a);
+                    let mut quads = acts.chunks_exact(4);
+                    for (q, four) in quads.by_ref().enumerate() {
+                        let r = dot_q4_x4(wr, [&four[0], &four[1], &four[2], &four[3]]);
+                        for (k, v) in r.into_iter().enumerate() {
+                            tile[(4 * q + k) * nt + j] = v;
+                        }
+                    }
+                    let done = acts.len() - quads.remainder().len();
+                    for (i, a) in quads.remainder().iter().enumerate() {
+                        tile[(done + i) * nt + j] = dot_q4(wr, a);
                     }
                 }
             }

@@ -86,6 +86,17 @@ pub fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
     acc
 }
 
+/// `dot_q4` of one weight row against four activation rows: the weight block is expanded once
+/// and reused (the prefill path).
+pub fn dot_q4_x4(w: Q4Row<'_>, a: [&QActs; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: the features `simd::dot_q4_x4` is compiled for were detected on this CPU.
+        return unsafe { simd::dot_q4_x4(w, a) };
+    }
+    a.map(|a| dot_q4(w, a))
+}
+
 pub fn dot_q8(w: Q8Row<'_>, a: &QActs) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if simd::available() {
@@ -211,6 +222,31 @@ mod simd {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_q4_x4(w: Q4Row<'_>, a: [&QActs; 4]) -> [f32; 4] {
+        let nb = w.d.len();
+        assert!(w.m.len() == nb && w.qs.len() == nb * 16);
+        for x in a {
+            assert!(x.d.len() >= nb && x.s.len() >= nb && x.qs.len() >= nb * QK);
+        }
+        let mask = _mm_set1_epi8(0xF);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut offsets = [0f32; 4];
+        for b in 0..nb {
+            // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
+            let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i) };
+            let lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
+            let hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
+            for k in 0..4 {
+                let (a0, a1) = load2(&a[k].qs[b * QK..]);
+                let scale = _mm256_set1_ps(w.d[b] * a[k].d[b]);
+                acc[k] = _mm256_fmadd_ps(scale, madd32(lo, hi, a0, a1), acc[k]);
+                offsets[k] += w.m[b] * a[k].s[b];
+            }
+        }
+        [0, 1, 2, 3].map(|k| hsum(acc[k]) + offsets[k])
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_q8(w: Q8Row<'_>, a: &QActs) -> f32 {
         let nb = w.d.len();
         assert!(w.qs.len() == nb * QK && a.d.len() >= nb && a.qs.len() >= nb * QK);
@@ -294,6 +330,18 @@ mod tests {
             &acts,
         );
         let f8 = dot_q8(Q8Row { d: &d, qs: &q8 }, &acts);
+        let x4 = dot_q4_x4(
+            Q4Row {
+                d: &d,
+                m: &m,
+                qs: &q4,
+            },
+            [&acts; 4],
+        );
+        assert!(
+            x4.iter().all(|&v| (v - f4).abs() < 1e-5 * s4),
+            "x4 {x4:?} vs {f4}"
+        );
         // 16-bit activations: error under 1e-4 of the sum of |products|.
         assert!((f4 - r4).abs() < 1e-4 * s4, "q4 {f4} vs {r4}");
         assert!((f8 - r8).abs() < 1e-4 * s8, "q8 {f8} vs {r8}");

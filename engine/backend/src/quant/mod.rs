@@ -6,5 +6,5 @@ mod dot;
 mod repack;
 
 pub use dequant::dequantize_row;
-pub use dot::{dot_f32, dot_q4, dot_q8, Q4Row, Q8Row, QActs};
+pub use dot::{dot_f32, dot_q4, dot_q4_x4, dot_q8, Q4Row, Q8Row, QActs};
 pub use repack::{repack_q4, repack_q8, Q4Planes, Q8Planes};

@@ -32,7 +32,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let src = hearth_models::open(&a.model)?;
     let model = hearth_models::load_model(&backend, src.as_ref())?;
     let results = hearth_runtime::bench::run(&backend, model.as_ref(), &a.prompt, &a.gen, a.reps)?;
-    let name = a.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = a
+        .model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if !a.json {
         println!("| model | backend | threads | test | t/s |");
         println!("| --- | --- | ---: | ---: | ---: |");

