@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# End-to-end checks of the release `hearth-engine` binary, as a user runs it. Prints
+# "e2e: N passed, M failed" and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ENGINE=target/release/hearth-engine
+passed=0
+failed=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+check() { # name, then a command that must succeed
+    local name=$1
+    shift
+    if "$@" >"$TMP/out" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok   $name"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $name"
+        sed 's/^/     | /' "$TMP/out" | tail -20
+    fi
+}
+
+every_spec_passes_check_spec() {
+    local s
+    for s in specs/*.yaml; do
+        MODEL_DIR="$TMP/models" "$ENGINE" check-spec "$s" >/dev/null || { echo "$s failed"; return 1; }
+    done
+}
+
+bad_spec_names_key_value_and_allowed() {
+    printf 'name: x\nmodel: /nowhere.gguf\nengine:\n  kv_cache_dtype: fp9\n' >"$TMP/bad.yaml"
+    if "$ENGINE" check-spec "$TMP/bad.yaml" >"$TMP/bad.out" 2>&1; then
+        echo "check-spec accepted a bad spec"
+        return 1
+    fi
+    cat "$TMP/bad.out"
+    grep -q "engine.kv_cache_dtype" "$TMP/bad.out" && grep -q "fp9" "$TMP/bad.out" &&
+        grep -q "fp8" "$TMP/bad.out"
+}
+
+default_spec_answers_paris() {
+    "$ENGINE" generate --spec specs/default.yaml --prompt "What is the capital of France?" \
+        --max-tokens 32 | tee "$TMP/paris.out"
+    grep -q "Paris" "$TMP/paris.out"
+}
+
+unsupported_architecture_fails_fast() {
+    mkdir -p "$TMP/glm"
+    printf '{"architectures":["Glm4MoeForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":8}' >"$TMP/glm/config.json"
+    : >"$TMP/glm/model.safetensors"
+    local rc=0
+    "$ENGINE" generate --model "$TMP/glm" --prompt hi >"$TMP/glm.out" 2>&1 || rc=$?
+    cat "$TMP/glm.out"
+    [ "$rc" -eq 1 ] && grep -q "Glm4MoeForCausalLM" "$TMP/glm.out" &&
+        grep -q "LlamaForCausalLM" "$TMP/glm.out" && ! grep -q "panicked" "$TMP/glm.out"
+}
+
+bench_reports_prefill_and_decode() {
+    "$ENGINE" bench --spec specs/default.yaml -p 64 -n 16 -r 1 | tee "$TMP/bench.out"
+    grep -q "pp64" "$TMP/bench.out" && grep -q "tg16" "$TMP/bench.out"
+}
+
+check "every spec in specs/ passes check-spec" every_spec_passes_check_spec
+check "a bad spec names the key, the value and the allowed values" bad_spec_names_key_value_and_allowed
+check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
+check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
+check "bench reports pp and tg" bench_reports_prefill_and_decode
+
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
