@@ -39,8 +39,12 @@ impl SafetensorsWeights {
             let file = File::open(&path).map_err(|e| LoadError::io(&path, e))?;
             // SAFETY: read-only map of a checkpoint file Hearth never writes.
             let mmap = unsafe { Mmap::map(&file) }.map_err(|e| LoadError::io(&path, e))?;
-            let (header_len, meta) = SafeTensors::read_metadata(&mmap)
-                .map_err(|e| LoadError::format(&path, format!("safetensors header: {e}")))?;
+            let (header_len, meta) = SafeTensors::read_metadata(&mmap).map_err(|e| {
+                LoadError::format(
+                    &path,
+                    format!("safetensors header: {e} (the file is truncated or corrupt)"),
+                )
+            })?;
             let data_start = 8 + header_len;
             for (name, info) in meta.tensors() {
                 let (start, end) = (
