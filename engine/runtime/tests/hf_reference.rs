@@ -5,6 +5,8 @@
 //! Tolerance: max |logit diff| <= 1e-4. Both sides compute in f32 on identical weights; only the
 //! summation order differs (observed ~1e-5), so anything near 1e-3 would mean a real bug.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 
 use hearth_backend::CpuBackend;

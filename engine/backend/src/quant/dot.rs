@@ -90,6 +90,11 @@ pub fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
 /// and reused (the prefill path).
 pub fn dot_q4_x4(w: Q4Row<'_>, a: [&QActs; 4]) -> [f32; 4] {
     #[cfg(target_arch = "x86_64")]
+    if simd::has_vnni() {
+        // SAFETY: avx2, fma and avxvnni were detected on this CPU.
+        return unsafe { simd::dot_q4_x4_vnni(w, a) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the features `simd::dot_q4_x4` is compiled for were detected on this CPU.
         return unsafe { simd::dot_q4_x4(w, a) };
@@ -154,6 +159,38 @@ mod simd {
     pub fn available() -> bool {
         static HAS: OnceLock<bool> = OnceLock::new();
         *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+
+    pub fn has_vnni() -> bool {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| available() && is_x86_feature_detected!("avxvnni"))
+    }
+
+    /// `dot_q4_x4` with AVX-VNNI: `vpdpwssd` fuses the two multiply-adds and their sum.
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    pub unsafe fn dot_q4_x4_vnni(w: Q4Row<'_>, a: [&QActs; 4]) -> [f32; 4] {
+        let nb = w.d.len();
+        assert!(w.m.len() == nb && w.qs.len() == nb * 16);
+        for x in a {
+            assert!(x.d.len() >= nb && x.s.len() >= nb && x.qs.len() >= nb * QK);
+        }
+        let mask = _mm_set1_epi8(0xF);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut offsets = [0f32; 4];
+        for b in 0..nb {
+            // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
+            let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i) };
+            let lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
+            let hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
+            for k in 0..4 {
+                let (a0, a1) = load2(&a[k].qs[b * QK..]);
+                let p = _mm256_dpwssd_avx_epi32(_mm256_madd_epi16(lo, a0), hi, a1);
+                let scale = _mm256_set1_ps(w.d[b] * a[k].d[b]);
+                acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[k]);
+                offsets[k] += w.m[b] * a[k].s[b];
+            }
+        }
+        [0, 1, 2, 3].map(|k| hsum(acc[k]) + offsets[k])
     }
 
     #[target_feature(enable = "avx2,fma")]
