@@ -10,4 +10,10 @@ pub enum RuntimeError {
     Backend(#[from] hearth_backend::BackendError),
     #[error(transparent)]
     Load(#[from] hearth_models::LoadError),
+    #[error(transparent)]
+    Spec(#[from] hearth_spec::SpecError),
+    #[error(transparent)]
+    Text(#[from] hearth_text::TextError),
+    #[error("{0}")]
+    Unsupported(String),
 }

@@ -216,8 +216,8 @@ impl Backend for CpuBackend {
     fn describe(&self, w: &CpuWeight) -> String {
         match w {
             CpuWeight::F32 { .. } => "f32 dot (simd)".into(),
-            CpuWeight::Q4 { ty, .. } => format!("{} x q8 integer dot (simd)", ty.name()),
-            CpuWeight::Q8 { .. } => "Q8_0 x q8 integer dot (simd)".into(),
+            CpuWeight::Q4 { ty, .. } => format!("{} x q16 integer dot (simd)", ty.name()),
+            CpuWeight::Q8 { .. } => "Q8_0 x q16 integer dot (simd)".into(),
             CpuWeight::Ggml { ty, .. } => format!("{} dequantize-row + f32 dot", ty.name()),
         }
     }

@@ -1,24 +1,19 @@
 //! `hearth-engine bench`: prints a llama-bench style table for one model on the CPU backend.
 
-use std::path::PathBuf;
-
 use clap::Args;
-use hearth_backend::CpuBackend;
+
+use super::source::ModelArgs;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Model path (.gguf file or transformers directory).
-    #[arg(long, short = 'm')]
-    model: PathBuf,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Prompt lengths to prefill, comma separated.
     #[arg(long, short = 'p', value_delimiter = ',', default_value = "128,512")]
     prompt: Vec<usize>,
     /// Generation lengths, comma separated.
     #[arg(long, short = 'n', value_delimiter = ',', default_value = "64")]
     gen: Vec<usize>,
-    /// CPU threads (0 = all cores).
-    #[arg(long, short = 't', default_value_t = 0)]
-    threads: usize,
     /// Repetitions per test (after one warm-up).
     #[arg(long, short = 'r', default_value_t = 3)]
     reps: usize,
@@ -28,15 +23,15 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    let backend = CpuBackend::new(a.threads)?;
-    let src = hearth_models::open(&a.model)?;
-    let model = hearth_models::load_model(&backend, src.as_ref())?;
-    let results = hearth_runtime::bench::run(&backend, model.as_ref(), &a.prompt, &a.gen, a.reps)?;
-    let name = a
-        .model
+    let loaded = hearth_runtime::load(&a.model.request()?)?;
+    let backend = &loaded.backend;
+    let results =
+        hearth_runtime::bench::run(backend, loaded.model.as_ref(), &a.prompt, &a.gen, a.reps)?;
+    let name = loaded
+        .path
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+        .map(|n| n.to_string_lossy().into_owned());
+    let name = name.unwrap_or_default();
     if !a.json {
         println!("| model | backend | threads | test | t/s |");
         println!("| --- | --- | ---: | ---: | ---: |");

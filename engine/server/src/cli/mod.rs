@@ -1,6 +1,9 @@
 //! Command-line parsing and dispatch for `hearth-engine`.
 
 mod bench;
+mod check_spec;
+mod generate;
+mod source;
 
 use clap::{Parser, Subcommand};
 
@@ -13,6 +16,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the fully resolved spec, or every error in it.
+    CheckSpec(check_spec::CheckSpecArgs),
+    /// Generate an answer to one prompt, streamed to the terminal.
+    Generate(generate::GenerateArgs),
     /// Prompt-processing and generation speed (llama-bench style ppN / tgN).
     Bench(bench::BenchArgs),
 }
@@ -28,6 +35,8 @@ pub fn init_tracing() {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::CheckSpec(a) => check_spec::run(a),
+        Command::Generate(a) => generate::run(a),
         Command::Bench(a) => bench::run(a),
     }
 }
