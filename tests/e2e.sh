@@ -57,6 +57,18 @@ unsupported_architecture_fails_fast() {
         grep -q "LlamaForCausalLM" "$TMP/glm.out" && ! grep -q "panicked" "$TMP/glm.out"
 }
 
+seed_specs_fail_fast_with_what_is_supported() {
+    local s rc
+    for s in specs/glm-4.7-nvfp4-tp4.yaml specs/deepseek-v4-flash-tp2.yaml; do
+        rc=0
+        MODEL_DIR="$TMP/models" timeout 20 "$ENGINE" generate --spec "$s" --prompt hi \
+            >"$TMP/seed.out" 2>&1 || rc=$?
+        cat "$TMP/seed.out"
+        [ "$rc" -eq 1 ] && grep -q "supported" "$TMP/seed.out" &&
+            ! grep -q "panicked" "$TMP/seed.out" || return 1
+    done
+}
+
 bench_reports_prefill_and_decode() {
     "$ENGINE" bench --spec specs/default.yaml -p 64 -n 16 -r 1 | tee "$TMP/bench.out"
     grep -q "pp64" "$TMP/bench.out" && grep -q "tg16" "$TMP/bench.out"
@@ -66,6 +78,7 @@ check "every spec in specs/ passes check-spec" every_spec_passes_check_spec
 check "a bad spec names the key, the value and the allowed values" bad_spec_names_key_value_and_allowed
 check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
+check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
 
 echo "e2e: $passed passed, $failed failed"

@@ -5,6 +5,7 @@ use std::path::Path;
 use hearth_backend::{Backend, KvCacheSpec};
 
 use crate::batch::ForwardBatch;
+use crate::config::HfConfig;
 use crate::dense::DenseDecoder;
 use crate::source::WeightSource;
 use crate::LoadError;
@@ -38,19 +39,7 @@ pub fn load_model<B: Backend + 'static>(
     src: &dyn WeightSource,
 ) -> Result<Box<dyn CausalLm<B>>, LoadError> {
     let cfg = src.config();
-    if let Some(q) = &cfg.quantization_config {
-        let method = q
-            .get("quant_method")
-            .and_then(|m| m.as_str())
-            .unwrap_or("unknown");
-        return Err(LoadError::Unsupported {
-            path: src.path().to_path_buf(),
-            what: format!("weight quantization `{method}`"),
-            supported: "unquantized f32/f16/bf16 safetensors, GGUF F32/F16/BF16/Q4_0/Q4_1/Q8_0/\
-                        Q4_K/Q5_K/Q6_K"
-                .into(),
-        });
-    }
+    check_supported(src.path(), cfg)?;
     let flavor = match cfg.architecture() {
         "LlamaForCausalLM" => crate::llama::flavor(cfg),
         "Qwen2ForCausalLM" => crate::qwen2::flavor(cfg),
@@ -58,6 +47,27 @@ pub fn load_model<B: Backend + 'static>(
         other => return Err(unsupported(src.path(), other)),
     };
     Ok(Box::new(DenseDecoder::load(backend, src, flavor)?))
+}
+
+/// Fails at once, naming the architecture or weight format and listing what is supported.
+pub fn check_supported(path: &Path, cfg: &HfConfig) -> Result<(), LoadError> {
+    if !is_supported(cfg.architecture()) {
+        return Err(unsupported(path, cfg.architecture()));
+    }
+    if let Some(q) = &cfg.quantization_config {
+        let method = q
+            .get("quant_method")
+            .and_then(|m| m.as_str())
+            .unwrap_or("unknown");
+        return Err(LoadError::Unsupported {
+            path: path.to_path_buf(),
+            what: format!("weight quantization `{method}`"),
+            supported: "unquantized f32/f16/bf16 safetensors, GGUF F32/F16/BF16/Q4_0/Q4_1/Q8_0/\
+                        Q4_K/Q5_K/Q6_K"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 fn unsupported(path: &Path, arch: &str) -> LoadError {

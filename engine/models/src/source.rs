@@ -41,6 +41,9 @@ pub trait WeightSource {
 /// Opens a `.gguf` file or a transformers directory (config.json + safetensors).
 pub fn open(path: &Path) -> Result<Box<dyn WeightSource>, LoadError> {
     if path.is_dir() {
+        // Refuse what we cannot run before touching (possibly hundreds of GB of) weights.
+        let config = HfConfig::from_file(&path.join("config.json"))?;
+        crate::model::check_supported(path, &config)?;
         return Ok(Box::new(SafetensorsWeights::open(path)?));
     }
     if path.extension().is_some_and(|e| e == "gguf") {
