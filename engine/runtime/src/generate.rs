@@ -68,6 +68,12 @@ impl<'a, B: Backend> Generator<'a, B> {
         })
     }
 
+    /// Prefill at most `n` tokens per forward pass (chunked prefill over a cached prefix).
+    pub fn with_prefill_chunk(mut self, n: usize) -> Self {
+        self.prefill_chunk = n.max(1);
+        self
+    }
+
     pub fn max_len(&self) -> usize {
         self.max_len
     }

@@ -66,6 +66,19 @@ fn check(arch: &str) {
             "{arch}: {prefill} / {decode}"
         );
 
+        // Chunked prefill: later chunks attend to the cached prefix through the block table.
+        for chunk in [3, 8] {
+            let mut gen = Generator::new(&backend, model.as_ref(), 128)
+                .unwrap()
+                .with_prefill_chunk(chunk);
+            let last = gen.prefill(&case.prompt).unwrap();
+            let d = max_diff(&last, &case.logits[case.logits.len() - 1..]);
+            assert!(
+                d <= TOLERANCE,
+                "{arch}: chunked prefill ({chunk}) differs by {d}"
+            );
+        }
+
         let mut gen = Generator::new(&backend, model.as_ref(), 128).unwrap();
         let mut out = Vec::new();
         gen.generate(

@@ -1,12 +1,20 @@
-//! Causal paged attention on the CPU: each query row reads its sequence's cached keys and values
-//! through the block table (prefill with a cached prefix and decode are the same loop). GQA maps
-//! query head h to kv head h / (n_heads / n_kv_heads). Parallel over query rows.
+//! Causal paged attention on the CPU. Keys and values are read through each sequence's block
+//! table; GQA maps query head h to kv head h / (n_heads / n_kv_heads).
+//!
+//! Two paths: sequences with few new tokens (decode) loop over query rows in parallel; long query
+//! runs (prefill chunks) gather their keys and values once per head and compute scores and
+//! outputs as f32 GEMMs over blocks of queries, skipping the keys the causal mask hides.
 
 use rayon::prelude::*;
 
-use super::CpuKvCache;
-use crate::ops::{AttnMetadata, AttnShape};
+use super::{CpuKvCache, OutPtr};
+use crate::ops::{AttnMetadata, AttnShape, SeqAttn};
 use crate::quant::dot_f32;
+
+/// Query rows from which a sequence takes the GEMM path.
+const GEMM_MIN_QUERY: usize = 8;
+/// Query rows per score block in the GEMM path.
+const QUERY_BLOCK: usize = 64;
 
 pub(super) fn paged_attention(
     cache: &CpuKvCache,
@@ -16,6 +24,22 @@ pub(super) fn paged_attention(
     meta: &AttnMetadata,
     out: &mut Vec<f32>,
 ) {
+    out.resize(q.len(), 0.0);
+    rows_path(cache, layer, q, shape, meta, out);
+    for seq in meta.seqs.iter().filter(|s| s.query_len >= GEMM_MIN_QUERY) {
+        gemm_path(cache, layer, q, shape, seq, out);
+    }
+}
+
+/// One query row at a time, for the sequences below `GEMM_MIN_QUERY` new tokens.
+fn rows_path(
+    cache: &CpuKvCache,
+    layer: usize,
+    q: &[f32],
+    shape: AttnShape,
+    meta: &AttnMetadata,
+    out: &mut [f32],
+) {
     let AttnShape {
         n_heads,
         n_kv_heads,
@@ -23,26 +47,23 @@ pub(super) fn paged_attention(
         scale,
     } = shape;
     let row = n_heads * hd;
-    let kv_row = n_kv_heads * hd;
     let group = n_heads / n_kv_heads;
     let bs = cache.spec.block_size;
-    out.resize(q.len(), 0.0);
-    // (sequence index, position of the query) for every row of the batch.
+    // (sequence index, position of the query) for every row of the batch; None = GEMM path.
     let mut rows = Vec::with_capacity(q.len() / row);
     for (s, seq) in meta.seqs.iter().enumerate() {
         let first_pos = seq.context_len - seq.query_len;
-        for i in 0..seq.query_len {
-            rows.push((s, first_pos + i));
-        }
+        let short = seq.query_len < GEMM_MIN_QUERY;
+        rows.extend((0..seq.query_len).map(|i| short.then_some((s, first_pos + i))));
     }
     out.par_chunks_mut(row)
         .zip(q.par_chunks(row))
         .zip(rows.par_iter())
-        .for_each(|((o, qr), &(s, pos))| {
+        .for_each(|((o, qr), which)| {
+            let Some((s, pos)) = *which else { return };
             let seq = &meta.seqs[s];
-            let n_ctx = pos + 1;
             let slot_of = |t: usize| seq.block_table[t / bs] as usize * bs + t % bs;
-            let mut scores = vec![0f32; n_ctx];
+            let mut scores = vec![0f32; pos + 1];
             for h in 0..n_heads {
                 let kvh = h / group;
                 let qh = &qr[h * hd..(h + 1) * hd];
@@ -67,6 +88,105 @@ pub(super) fn paged_attention(
                     }
                 }
             }
-            debug_assert_eq!(kv_row, n_kv_heads * hd);
         });
+}
+
+/// One long query run: per head, S = scale * Q K^T and O = softmax(S) V as GEMMs.
+fn gemm_path(
+    cache: &CpuKvCache,
+    layer: usize,
+    q: &[f32],
+    shape: AttnShape,
+    seq: &SeqAttn,
+    out: &mut [f32],
+) {
+    let AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim: hd,
+        scale,
+    } = shape;
+    let row = n_heads * hd;
+    let group = n_heads / n_kv_heads;
+    let bs = cache.spec.block_size;
+    let (ctx, qlen) = (seq.context_len, seq.query_len);
+    let first = ctx - qlen;
+    assert!(q.len() >= (seq.query_start + qlen) * row && out.len() >= q.len());
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    (0..n_heads).into_par_iter().for_each(|h| {
+        let kvh = h / group;
+        let mut kmat = vec![0f32; ctx * hd];
+        let mut vmat = vec![0f32; ctx * hd];
+        for t in 0..ctx {
+            let slot = seq.block_table[t / bs] as usize * bs + t % bs;
+            let off = cache.offset(layer, slot) + kvh * hd;
+            kmat[t * hd..(t + 1) * hd].copy_from_slice(&cache.k[off..off + hd]);
+            vmat[t * hd..(t + 1) * hd].copy_from_slice(&cache.v[off..off + hd]);
+        }
+        let mut s = Vec::new();
+        for qb in (0..qlen).step_by(QUERY_BLOCK) {
+            let nq = QUERY_BLOCK.min(qlen - qb);
+            // Keys up to the last query of the block; later ones are masked for all of it.
+            let nk = first + qb + nq;
+            s.clear();
+            s.resize(nq * nk, 0.0);
+            let q0 = (seq.query_start + qb) * row + h * hd;
+            // SAFETY: A = q rows q0.. with row stride `row` (nq x hd, inside q: asserted above);
+            // B = K^T from kmat (hd x nk, column stride hd); C = s (nq x nk, contiguous).
+            unsafe {
+                matrixmultiply::sgemm(
+                    nq,
+                    hd,
+                    nk,
+                    scale,
+                    q.as_ptr().add(q0),
+                    row as isize,
+                    1,
+                    kmat.as_ptr(),
+                    1,
+                    hd as isize,
+                    0.0,
+                    s.as_mut_ptr(),
+                    nk as isize,
+                    1,
+                );
+            }
+            for (i, sr) in s.chunks_exact_mut(nk).enumerate() {
+                let visible = first + qb + i + 1;
+                let max = sr[..visible]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let mut sum = 0f32;
+                for v in &mut sr[..visible] {
+                    *v = (*v - max).exp();
+                    sum += *v;
+                }
+                let inv = 1.0 / sum;
+                sr[..visible].iter_mut().for_each(|v| *v *= inv);
+                sr[visible..].fill(0.0);
+            }
+            let c = out_ptr.get();
+            // SAFETY: A = s (nq x nk); B = vmat (nk x hd, row stride hd); C = out rows of this
+            // block at columns h*hd..(h+1)*hd with row stride `row`, inside `out` (asserted
+            // above). Only this head's task writes these columns.
+            unsafe {
+                matrixmultiply::sgemm(
+                    nq,
+                    nk,
+                    hd,
+                    1.0,
+                    s.as_ptr(),
+                    nk as isize,
+                    1,
+                    vmat.as_ptr(),
+                    hd as isize,
+                    1,
+                    0.0,
+                    c.add(q0),
+                    row as isize,
+                    1,
+                );
+            }
+        }
+    });
 }

@@ -1,9 +1,14 @@
-//! `linear` on the CPU: out[m, n] = x[m, :] . w[n, :]. Parallel over tiles of output features so
-//! a tile of weight rows stays in cache while every token row is dotted against it.
+//! `linear` on the CPU: out[m, n] = x[m, :] . w[n, :].
+//!
+//! Two paths. Few token rows (decode): integer dot products straight on the quantized weights,
+//! parallel over tiles of output features, so the weights stream from memory once. Many rows
+//! (prefill): each task dequantizes a panel of weight rows to f32 and runs an f32 GEMM
+//! (matrixmultiply's register-tiled AVX2/FMA kernels) against all token rows; the dequantization
+//! is amortized over the rows, and the f32 arithmetic is exactly the float reference's.
 
 use rayon::prelude::*;
 
-use super::CpuWeight;
+use super::{CpuWeight, OutPtr};
 use crate::quant::{dequantize_row, dot_f32, dot_q4, dot_q4_x4, dot_q8, QActs};
 
 /// Weight rows per task: small enough to spread 576-row matrices over the pool, large enough
@@ -86,10 +91,63 @@ fn quantize_rows(x: &[f32], k: usize) -> Vec<QActs> {
     x.par_chunks_exact(k).map(QActs::quantize).collect()
 }
 
+/// Token rows from which the dequantize + GEMM path wins over integer dots.
+const GEMM_MIN_ROWS: usize = 8;
+/// Weight rows dequantized per GEMM task.
+const PANEL: usize = 64;
+
+fn linear_gemm(x: &[f32], m: usize, w: &CpuWeight, out: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    assert!(x.len() >= m * k && out.len() >= m * n);
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    (0..n.div_ceil(PANEL)).into_par_iter().for_each(|p| {
+        let n0 = p * PANEL;
+        let np = PANEL.min(n - n0);
+        let owned;
+        let panel: &[f32] = match w {
+            CpuWeight::F32 { data, .. } => &data[n0 * k..(n0 + np) * k],
+            _ => {
+                let mut v = vec![0f32; np * k];
+                for (j, row) in v.chunks_exact_mut(k).enumerate() {
+                    w.row_f32(n0 + j, row);
+                }
+                owned = v;
+                &owned
+            }
+        };
+        let c = out_ptr.get();
+        // SAFETY: A is x, [m, k] row-major; B is the panel transposed, [k, np] with row stride 1
+        // and column stride k; C is out[.., n0..n0 + np] with row stride n. All three lie inside
+        // their slices (asserted above), and this task alone writes columns n0..n0 + np.
+        unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                np,
+                1.0,
+                x.as_ptr(),
+                k as isize,
+                1,
+                panel.as_ptr(),
+                1,
+                k as isize,
+                0.0,
+                c.add(n0),
+                n as isize,
+                1,
+            );
+        }
+    });
+}
+
 pub(super) fn linear(x: &[f32], m: usize, w: &CpuWeight, out: &mut Vec<f32>) {
     let (n, k) = (w.rows(), w.cols());
     debug_assert_eq!(x.len(), m * k, "linear input is not [{m}, {k}]");
     out.resize(m * n, 0.0);
+    if m >= GEMM_MIN_ROWS {
+        linear_gemm(x, m, w, out);
+        return;
+    }
     let kernel = match w {
         CpuWeight::F32 { data, .. } => Kernel::F32 { x, data },
         CpuWeight::Q4 { planes, .. } => Kernel::Q4 {

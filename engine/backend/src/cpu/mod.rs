@@ -364,6 +364,23 @@ impl Backend for CpuBackend {
     }
 }
 
+/// An output pointer shared by parallel tasks that write disjoint parts of one buffer (GEMM
+/// panels, attention heads). Whoever creates one states why the parts are disjoint.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every user writes only its own disjoint part of the buffer (see each call site), so
+// sending the pointer to another thread cannot create a data race.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above; the pointer itself is only copied.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// Taking `self` makes closures capture the whole (Send) wrapper, not the raw field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
 /// Adds `b` into `a` elementwise (residual connections outside fused ops).
 pub fn add_inplace(a: &mut [f32], b: &[f32]) {
     a.par_iter_mut()
