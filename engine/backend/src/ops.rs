@@ -92,6 +92,11 @@ pub struct SeqAttn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttnMetadata {
     pub seqs: Vec<SeqAttn>,
+    /// For each token in the batch: true for prompt tokens, false for generated ones. Each kind
+    /// always takes the same arithmetic path (prompt rows: f32 GEMMs; generated rows: integer
+    /// dots and per-row attention), so a token's numerics never depend on what else is in the
+    /// batch or how its prompt was chunked: greedy output is batch-invariant.
+    pub prefill: Vec<bool>,
     /// For each token in the batch, its cache slot: `block_id * block_size + offset`.
     pub slot_mapping: Vec<u32>,
 }
@@ -130,11 +135,12 @@ pub trait Backend: Send + Sync {
 
     /// out[i] = table[ids[i]].
     fn embedding(&self, table: &Self::Weight, ids: &[u32], out: &mut Self::Buf);
-    /// out[rows, w.rows] = x[rows, w.cols] * w^T (+ bias).
+    /// out[rows, w.rows] = x[rows, w.cols] * w^T (+ bias); `prefill[r]` says row r's kind (see
+    /// `AttnMetadata::prefill`), and its length is the row count.
     fn linear(
         &self,
         x: &Self::Buf,
-        rows: usize,
+        prefill: &[bool],
         w: &Self::Weight,
         bias: Option<&Self::Weight>,
         out: &mut Self::Buf,

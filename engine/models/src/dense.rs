@@ -168,7 +168,8 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
 
     fn forward(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32> {
         let d = &self.dims;
-        let n = batch.tokens.len();
+        let kinds = &batch.attn.prefill[..];
+        debug_assert_eq!(kinds.len(), batch.tokens.len());
         let shape = AttnShape {
             n_heads: d.n_heads,
             n_kv_heads: d.n_kv_heads,
@@ -184,9 +185,9 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
         b.rms_norm(&x, &self.layers[0].attn_norm, d.eps, &mut h);
         for (i, l) in self.layers.iter().enumerate() {
             let bias = l.qkv_bias.as_ref();
-            b.linear(&h, n, &l.q, bias.map(|bs| &bs[0]), &mut q);
-            b.linear(&h, n, &l.k, bias.map(|bs| &bs[1]), &mut k);
-            b.linear(&h, n, &l.v, bias.map(|bs| &bs[2]), &mut v);
+            b.linear(&h, kinds, &l.q, bias.map(|bs| &bs[0]), &mut q);
+            b.linear(&h, kinds, &l.k, bias.map(|bs| &bs[1]), &mut k);
+            b.linear(&h, kinds, &l.v, bias.map(|bs| &bs[2]), &mut v);
             if let Some([qn, kn]) = &l.qk_norm {
                 b.rms_norm(&q, qn, d.eps, &mut normed);
                 std::mem::swap(&mut q, &mut normed);
@@ -197,12 +198,12 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
             b.rope(&mut k, &batch.positions, d.n_kv_heads, &d.rope);
             b.write_kv(kv, i, &k, &v, &batch.attn.slot_mapping);
             b.attention(kv, i, &q, shape, &batch.attn, &mut attn);
-            b.linear(&attn, n, &l.o, None, &mut o);
+            b.linear(&attn, kinds, &l.o, None, &mut o);
             b.add_rms_norm(&mut x, &o, &l.ffn_norm, d.eps, &mut h);
-            b.linear(&h, n, &l.gate, None, &mut g);
-            b.linear(&h, n, &l.up, None, &mut u);
+            b.linear(&h, kinds, &l.gate, None, &mut g);
+            b.linear(&h, kinds, &l.up, None, &mut u);
             b.silu_mul(&g, &u, &mut act);
-            b.linear(&act, n, &l.down, None, &mut down);
+            b.linear(&act, kinds, &l.down, None, &mut down);
             let next_norm = self
                 .layers
                 .get(i + 1)
@@ -213,7 +214,10 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
         b.gather_rows(&h, d.hidden, &batch.logits_rows, &mut last);
         let mut logits = b.buf(0);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        b.linear(&last, batch.logits_rows.len(), head, None, &mut logits);
+        // The head always takes the generated-row path: one sampled prompt row would otherwise
+        // dequantize the whole vocabulary matrix. Still one path per row, so still invariant.
+        let head_kinds = vec![false; batch.logits_rows.len()];
+        b.linear(&last, &head_kinds, head, None, &mut logits);
         b.to_host(&logits)
     }
 }

@@ -47,6 +47,8 @@ pub struct Generator<'a, B: Backend> {
     block_size: usize,
     max_len: usize,
     prefill_chunk: usize,
+    /// Length of the current prompt: positions below it are prompt rows.
+    prompt_len: usize,
 }
 
 impl<'a, B: Backend> Generator<'a, B> {
@@ -65,6 +67,7 @@ impl<'a, B: Backend> Generator<'a, B> {
             block_size,
             max_len,
             prefill_chunk: 512,
+            prompt_len: 0,
         })
     }
 
@@ -97,6 +100,7 @@ impl<'a, B: Backend> Generator<'a, B> {
                     block_table: (0..blocks as u32).collect(),
                 }],
                 slot_mapping: (start..end).map(|p| p as u32).collect(),
+                prefill: (start..end).map(|p| p < self.prompt_len).collect(),
             },
             logits_rows,
         };
@@ -115,6 +119,7 @@ impl<'a, B: Backend> Generator<'a, B> {
                 max: self.max_len,
             });
         }
+        self.prompt_len = prompt.len();
         let mut logits = Vec::new();
         for (i, chunk) in prompt.chunks(self.prefill_chunk).enumerate() {
             logits = self.step(chunk, i * self.prefill_chunk);
@@ -170,11 +175,13 @@ impl<'a, B: Backend> Generator<'a, B> {
     /// Logits for every prompt position from one prefill pass (tests compare these with a
     /// reference), `[prompt.len(), vocab]` row-major.
     pub fn prefill_logits(&mut self, prompt: &[u32]) -> Vec<f32> {
+        self.prompt_len = prompt.len();
         self.step_rows(prompt, 0, (0..prompt.len()).collect())
     }
 
     /// Logits for every prompt position, feeding one token per step (the decode path).
     pub fn decode_logits(&mut self, prompt: &[u32]) -> Vec<f32> {
+        self.prompt_len = 0;
         prompt
             .iter()
             .enumerate()

@@ -1,9 +1,10 @@
 //! Causal paged attention on the CPU. Keys and values are read through each sequence's block
 //! table; GQA maps query head h to kv head h / (n_heads / n_kv_heads).
 //!
-//! Two paths: sequences with few new tokens (decode) loop over query rows in parallel; long query
-//! runs (prefill chunks) gather their keys and values once per head and compute scores and
-//! outputs as f32 GEMMs over blocks of queries, skipping the keys the causal mask hides.
+//! Two paths, by row kind (`AttnMetadata::prefill`), never by batch shape: generated-token rows
+//! loop over their keys one row at a time, in parallel; each sequence's run of prompt rows
+//! gathers its keys and values once per head and computes scores and outputs as f32 GEMMs over
+//! blocks of queries, skipping the keys the causal mask hides.
 
 use rayon::prelude::*;
 
@@ -11,8 +12,6 @@ use super::{CpuKvCache, OutPtr};
 use crate::ops::{AttnMetadata, AttnShape, SeqAttn};
 use crate::quant::dot_f32;
 
-/// Query rows from which a sequence takes the GEMM path.
-const GEMM_MIN_QUERY: usize = 8;
 /// Query rows per score block in the GEMM path.
 const QUERY_BLOCK: usize = 64;
 
@@ -26,12 +25,18 @@ pub(super) fn paged_attention(
 ) {
     out.resize(q.len(), 0.0);
     rows_path(cache, layer, q, shape, meta, out);
-    for seq in meta.seqs.iter().filter(|s| s.query_len >= GEMM_MIN_QUERY) {
-        gemm_path(cache, layer, q, shape, seq, out);
+    for seq in &meta.seqs {
+        // Prompt rows come first in a sequence's query range (a recomputed sequence's
+        // generated tokens follow its prompt).
+        let rows = &meta.prefill[seq.query_start..seq.query_start + seq.query_len];
+        let run = rows.iter().take_while(|&&p| p).count();
+        if run > 0 {
+            gemm_path(cache, layer, q, shape, seq, run, out);
+        }
     }
 }
 
-/// One query row at a time, for the sequences below `GEMM_MIN_QUERY` new tokens.
+/// One query row at a time, for generated-token rows.
 fn rows_path(
     cache: &CpuKvCache,
     layer: usize,
@@ -53,8 +58,13 @@ fn rows_path(
     let mut rows = Vec::with_capacity(q.len() / row);
     for (s, seq) in meta.seqs.iter().enumerate() {
         let first_pos = seq.context_len - seq.query_len;
-        let short = seq.query_len < GEMM_MIN_QUERY;
-        rows.extend((0..seq.query_len).map(|i| short.then_some((s, first_pos + i))));
+        let kinds = &meta.prefill[seq.query_start..seq.query_start + seq.query_len];
+        rows.extend(
+            kinds
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| (!p).then_some((s, first_pos + i))),
+        );
     }
     out.par_chunks_mut(row)
         .zip(q.par_chunks(row))
@@ -91,13 +101,15 @@ fn rows_path(
         });
 }
 
-/// One long query run: per head, S = scale * Q K^T and O = softmax(S) V as GEMMs.
+/// The first `qlen` query rows of `seq` (its prompt rows): per head, S = scale * Q K^T and
+/// O = softmax(S) V as GEMMs.
 fn gemm_path(
     cache: &CpuKvCache,
     layer: usize,
     q: &[f32],
     shape: AttnShape,
     seq: &SeqAttn,
+    qlen: usize,
     out: &mut [f32],
 ) {
     let AttnShape {
@@ -109,8 +121,9 @@ fn gemm_path(
     let row = n_heads * hd;
     let group = n_heads / n_kv_heads;
     let bs = cache.spec.block_size;
-    let (ctx, qlen) = (seq.context_len, seq.query_len);
-    let first = ctx - qlen;
+    let first = seq.context_len - seq.query_len;
+    // Keys and values up to the last prompt row's position.
+    let ctx = first + qlen;
     assert!(q.len() >= (seq.query_start + qlen) * row && out.len() >= q.len());
     let out_ptr = OutPtr(out.as_mut_ptr());
     (0..n_heads).into_par_iter().for_each(|h| {

@@ -1,10 +1,12 @@
 //! `linear` on the CPU: out[m, n] = x[m, :] . w[n, :].
 //!
-//! Two paths. Few token rows (decode): integer dot products straight on the quantized weights,
-//! parallel over tiles of output features, so the weights stream from memory once. Many rows
-//! (prefill): each task dequantizes a panel of weight rows to f32 and runs an f32 GEMM
-//! (matrixmultiply's register-tiled AVX2/FMA kernels) against all token rows; the dequantization
-//! is amortized over the rows, and the f32 arithmetic is exactly the float reference's.
+//! Two paths, chosen per row by its kind (`AttnMetadata::prefill`), never by batch shape, so a
+//! row's result does not depend on its neighbours. Generated tokens (decode): integer dot products
+//! straight on the quantized weights, parallel over tiles of output features, so the weights
+//! stream from memory once. Prompt tokens (prefill): each task dequantizes a panel of weight rows
+//! to f32 and runs an f32 GEMM (matrixmultiply's register-tiled AVX2/FMA kernels) against all
+//! prompt rows; the dequantization is amortized over the rows, and the f32 arithmetic is the
+//! float reference's. A mixed batch gathers each kind, runs both, and scatters back.
 
 use rayon::prelude::*;
 
@@ -91,8 +93,6 @@ fn quantize_rows(x: &[f32], k: usize) -> Vec<QActs> {
     x.par_chunks_exact(k).map(QActs::quantize).collect()
 }
 
-/// Token rows from which the dequantize + GEMM path wins over integer dots.
-const GEMM_MIN_ROWS: usize = 8;
 /// Weight rows dequantized per GEMM task.
 const PANEL: usize = 64;
 
@@ -140,14 +140,41 @@ fn linear_gemm(x: &[f32], m: usize, w: &CpuWeight, out: &mut [f32]) {
     });
 }
 
-pub(super) fn linear(x: &[f32], m: usize, w: &CpuWeight, out: &mut Vec<f32>) {
-    let (n, k) = (w.rows(), w.cols());
+pub(super) fn linear(x: &[f32], prefill: &[bool], w: &CpuWeight, out: &mut Vec<f32>) {
+    let (m, n, k) = (prefill.len(), w.rows(), w.cols());
     debug_assert_eq!(x.len(), m * k, "linear input is not [{m}, {k}]");
     out.resize(m * n, 0.0);
-    if m >= GEMM_MIN_ROWS {
+    let n_prefill = prefill.iter().filter(|&&p| p).count();
+    if n_prefill == m {
         linear_gemm(x, m, w, out);
-        return;
+    } else if n_prefill == 0 {
+        linear_int(x, m, w, out);
+    } else {
+        let gather = |kind: bool| -> (Vec<usize>, Vec<f32>) {
+            let idx: Vec<usize> = (0..m).filter(|&r| prefill[r] == kind).collect();
+            let xs = idx
+                .iter()
+                .flat_map(|&r| x[r * k..(r + 1) * k].iter().copied())
+                .collect();
+            (idx, xs)
+        };
+        let (pi, px) = gather(true);
+        let (di, dx) = gather(false);
+        let mut po = vec![0f32; pi.len() * n];
+        let mut d_out = vec![0f32; di.len() * n];
+        linear_gemm(&px, pi.len(), w, &mut po);
+        linear_int(&dx, di.len(), w, &mut d_out);
+        for (rows, vals) in [(pi, po), (di, d_out)] {
+            for (i, r) in rows.into_iter().enumerate() {
+                out[r * n..(r + 1) * n].copy_from_slice(&vals[i * n..(i + 1) * n]);
+            }
+        }
     }
+}
+
+/// Integer dot products (f32 dots for dense weights) of every row, tiled over output features.
+fn linear_int(x: &[f32], m: usize, w: &CpuWeight, out: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
     let kernel = match w {
         CpuWeight::F32 { data, .. } => Kernel::F32 { x, data },
         CpuWeight::Q4 { planes, .. } => Kernel::Q4 {

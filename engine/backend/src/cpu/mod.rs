@@ -254,12 +254,12 @@ impl Backend for CpuBackend {
     fn linear(
         &self,
         x: &Vec<f32>,
-        rows: usize,
+        prefill: &[bool],
         w: &CpuWeight,
         bias: Option<&CpuWeight>,
         out: &mut Vec<f32>,
     ) {
-        self.pool.install(|| linear::linear(x, rows, w, out));
+        self.pool.install(|| linear::linear(x, prefill, w, out));
         if let Some(b) = bias {
             let b = b.dense();
             for row in out.chunks_exact_mut(b.len()) {

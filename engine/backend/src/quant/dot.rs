@@ -175,7 +175,7 @@ mod simd {
             assert!(x.d.len() >= nb && x.s.len() >= nb && x.qs.len() >= nb * QK);
         }
         let mask = _mm_set1_epi8(0xF);
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
         let mut offsets = [0f32; 4];
         for b in 0..nb {
             // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
@@ -186,11 +186,11 @@ mod simd {
                 let (a0, a1) = load2(&a[k].qs[b * QK..]);
                 let p = _mm256_dpwssd_avx_epi32(_mm256_madd_epi16(lo, a0), hi, a1);
                 let scale = _mm256_set1_ps(w.d[b] * a[k].d[b]);
-                acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[k]);
+                acc[k][b & 1] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[k][b & 1]);
                 offsets[k] += w.m[b] * a[k].s[b];
             }
         }
-        [0, 1, 2, 3].map(|k| hsum(acc[k]) + offsets[k])
+        [0, 1, 2, 3].map(|k| hsum(_mm256_add_ps(acc[k][0], acc[k][1])) + offsets[k])
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -224,6 +224,9 @@ mod simd {
         }
     }
 
+    /// Even blocks into one accumulator, odd blocks into another, offsets summed in pairs: the
+    /// exact arithmetic of one lane of `dot_q4_x4`, so a row's result does not depend on how
+    /// many rows are dotted with it (batch invariance).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
         let nb = w.d.len();
@@ -231,31 +234,19 @@ mod simd {
             w.m.len() == nb && w.qs.len() == nb * 16 && a.d.len() >= nb && a.qs.len() >= nb * QK
         );
         let mask = _mm_set1_epi8(0xF);
-        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let block = |b: usize| {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let mut offsets = 0f32;
+        for b in 0..nb {
             // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
             let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i) };
             let lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
             let hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
             let (a0, a1) = load2(&a.qs[b * QK..]);
-            (_mm256_set1_ps(w.d[b] * a.d[b]), madd32(lo, hi, a0, a1))
-        };
-        let mut offsets = 0f32;
-        let mut b = 0;
-        while b + 1 < nb {
-            let (s0, p0) = block(b);
-            let (s1, p1) = block(b + 1);
-            acc0 = _mm256_fmadd_ps(s0, p0, acc0);
-            acc1 = _mm256_fmadd_ps(s1, p1, acc1);
-            offsets += w.m[b] * a.s[b] + w.m[b + 1] * a.s[b + 1];
-            b += 2;
-        }
-        if b < nb {
-            let (s0, p0) = block(b);
-            acc0 = _mm256_fmadd_ps(s0, p0, acc0);
+            let scale = _mm256_set1_ps(w.d[b] * a.d[b]);
+            acc[b & 1] = _mm256_fmadd_ps(scale, madd32(lo, hi, a0, a1), acc[b & 1]);
             offsets += w.m[b] * a.s[b];
         }
-        hsum(_mm256_add_ps(acc0, acc1)) + offsets
+        hsum(_mm256_add_ps(acc[0], acc[1])) + offsets
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -266,7 +257,7 @@ mod simd {
             assert!(x.d.len() >= nb && x.s.len() >= nb && x.qs.len() >= nb * QK);
         }
         let mask = _mm_set1_epi8(0xF);
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
         let mut offsets = [0f32; 4];
         for b in 0..nb {
             // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
@@ -276,11 +267,11 @@ mod simd {
             for k in 0..4 {
                 let (a0, a1) = load2(&a[k].qs[b * QK..]);
                 let scale = _mm256_set1_ps(w.d[b] * a[k].d[b]);
-                acc[k] = _mm256_fmadd_ps(scale, madd32(lo, hi, a0, a1), acc[k]);
+                acc[k][b & 1] = _mm256_fmadd_ps(scale, madd32(lo, hi, a0, a1), acc[k][b & 1]);
                 offsets[k] += w.m[b] * a[k].s[b];
             }
         }
-        [0, 1, 2, 3].map(|k| hsum(acc[k]) + offsets[k])
+        [0, 1, 2, 3].map(|k| hsum(_mm256_add_ps(acc[k][0], acc[k][1])) + offsets[k])
     }
 
     #[target_feature(enable = "avx2,fma")]
