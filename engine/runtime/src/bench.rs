@@ -89,3 +89,71 @@ pub fn run<B: Backend>(
     }
     Ok(results)
 }
+
+/// One concurrency level of the serving benchmark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeResult {
+    pub concurrency: usize,
+    /// All output tokens over the wall time of the level.
+    pub output_tokens_per_s: f64,
+    /// Mean over requests of generated tokens / (e2e - ttft).
+    pub per_request_tokens_per_s: f64,
+    pub ttft_mean: std::time::Duration,
+    pub ttft_max: std::time::Duration,
+}
+
+/// `concurrency` requests of `prompt_len` tokens, each generating exactly `gen_len` (ignore_eos),
+/// submitted at once to the engine; one result per level.
+pub fn run_serving(
+    engine: &crate::EngineHandle,
+    vocab: usize,
+    levels: &[usize],
+    prompt_len: usize,
+    gen_len: usize,
+) -> Result<Vec<ServeResult>, RuntimeError> {
+    let mut results = Vec::new();
+    for &c in levels {
+        let t = Instant::now();
+        let mut streams = Vec::with_capacity(c);
+        for i in 0..c {
+            // Distinct prompts so the prefix cache does not turn this into a cache benchmark.
+            let prompt: Vec<u32> = prompt(prompt_len + 1, vocab)
+                .into_iter()
+                .skip(1)
+                .map(|x| (x + i as u32 * 17) % vocab as u32)
+                .collect();
+            let mut req = crate::ValidRequest::new(prompt, gen_len);
+            req.params.ignore_eos = true;
+            streams.push(
+                engine
+                    .submit(req)
+                    .map_err(|e| RuntimeError::Unsupported(e.to_string()))?,
+            );
+        }
+        let mut metrics = Vec::with_capacity(c);
+        for s in &mut streams {
+            while let Some(o) = s.blocking_next() {
+                if let Some(m) = o.metrics {
+                    metrics.push(m);
+                }
+            }
+        }
+        let wall = t.elapsed().as_secs_f64();
+        let total: usize = metrics.iter().map(|m| m.generated_tokens).sum();
+        let n = metrics.len().max(1) as f64;
+        let per_req = metrics
+            .iter()
+            .map(|m| m.generated_tokens as f64 / (m.e2e - m.ttft).as_secs_f64().max(1e-9))
+            .sum::<f64>()
+            / n;
+        let ttft_sum: std::time::Duration = metrics.iter().map(|m| m.ttft).sum();
+        results.push(ServeResult {
+            concurrency: c,
+            output_tokens_per_s: total as f64 / wall,
+            per_request_tokens_per_s: per_req,
+            ttft_mean: ttft_sum / metrics.len().max(1) as u32,
+            ttft_max: metrics.iter().map(|m| m.ttft).max().unwrap_or_default(),
+        });
+    }
+    Ok(results)
+}

@@ -7,17 +7,9 @@ use std::time::{Duration, Instant};
 use hearth_backend::{AttnMetadata, Backend, SeqAttn};
 use hearth_models::{CausalLm, ForwardBatch};
 
+use crate::request::FinishReason;
 use crate::sampler::{sample, Rng, SamplingParams};
 use crate::RuntimeError;
-
-/// Why generation stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// A stop token or the callback asked to stop.
-    Stop,
-    /// max_tokens or the context length was reached.
-    Length,
-}
 
 /// Timings of one generation, for `bench` and the CLI's closing line.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,15 +1,22 @@
-//! The engine runtime: sampling, single-sequence generation, and (with the engine-core issue)
-//! the core loop thread and `EngineHandle`.
+//! The engine runtime: the loader, the engine core loop thread behind `EngineHandle`
+//! (scheduler -> model runner -> sampler), single-sequence generation for tools, and `bench`.
 
 pub mod bench;
+pub mod engine;
 mod error;
 pub mod generate;
 mod gguf_vocab;
 pub mod loader;
+pub mod request;
+pub mod runner;
 pub mod sampler;
+mod stats;
 
+pub use engine::{EngineConfig, EngineHandle, EngineParts, RequestStream, SubmitError};
 pub use error::RuntimeError;
-pub use generate::{FinishReason, GenStats, Generator};
+pub use generate::{GenStats, Generator};
 pub use gguf_vocab::vocab_from_gguf;
-pub use loader::{load, LoadRequest, LoadedModel};
+pub use loader::{load, plan_engine, LoadRequest, LoadedModel};
+pub use request::{EngineOutput, FinishReason, RequestId, RequestMetrics, ValidRequest};
 pub use sampler::{sample, Rng, SamplingParams};
+pub use stats::EngineStats;

@@ -25,6 +25,12 @@ pub struct LoadRequest {
     pub threads: Option<u32>,
     pub max_model_len: Option<u32>,
     pub cache_dir: PathBuf,
+    /// Scheduling settings (the spec's vLLM flags).
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: Option<usize>,
+    pub block_size: usize,
+    pub enable_prefix_caching: bool,
+    pub enable_chunked_prefill: bool,
 }
 
 impl LoadRequest {
@@ -38,6 +44,11 @@ impl LoadRequest {
             threads: spec.engine.threads,
             max_model_len: spec.engine.max_model_len,
             cache_dir: spec.cache_dir.clone(),
+            max_num_seqs: spec.engine.max_num_seqs as usize,
+            max_num_batched_tokens: spec.engine.max_num_batched_tokens.map(|n| n as usize),
+            block_size: spec.engine.block_size as usize,
+            enable_prefix_caching: spec.engine.enable_prefix_caching,
+            enable_chunked_prefill: spec.engine.enable_chunked_prefill,
         }
     }
 
@@ -52,6 +63,11 @@ impl LoadRequest {
             threads: None,
             max_model_len: None,
             cache_dir: hearth_spec::fetch::default_cache_dir(),
+            max_num_seqs: 256,
+            max_num_batched_tokens: None,
+            block_size: 16,
+            enable_prefix_caching: true,
+            enable_chunked_prefill: true,
         }
     }
 }
@@ -175,4 +191,48 @@ fn load_template(req: &LoadRequest, tok: &Tokenizer) -> Result<Option<ChatTempla
     let bos = tok.bos_token().map(str::to_owned);
     let eos = tok.eos_token().map(str::to_owned);
     Ok(Some(ChatTemplate::new(&source, bos, eos)?))
+}
+
+/// KV cache memory on the CPU backend when `HEARTH_CPU_KV_GIB` does not say (vLLM's CPU backend
+/// has the same knob as VLLM_CPU_KVCACHE_SPACE).
+const DEFAULT_CPU_KV_GIB: f64 = 1.0;
+
+/// The engine's scheduling and memory plan for a loaded model, logged with its reasons.
+pub fn plan_engine<B: Backend>(req: &LoadRequest, m: &LoadedModel<B>) -> crate::EngineConfig {
+    let block_size = req.block_size.max(1);
+    let gib = std::env::var("HEARTH_CPU_KV_GIB")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| *v > 0.0)
+        .unwrap_or(DEFAULT_CPU_KV_GIB);
+    let per_token = m.model.kv_spec(1, 1).bytes_per_token(4);
+    let budget_blocks = ((gib * (1u64 << 30) as f64) as usize / (per_token * block_size)).max(1);
+    // No point in more blocks than every sequence at full length needs.
+    let useful_blocks = req.max_num_seqs * m.max_model_len.div_ceil(block_size);
+    let num_blocks = budget_blocks
+        .min(useful_blocks)
+        .max(m.max_model_len.div_ceil(block_size));
+    let max_num_batched_tokens = req
+        .max_num_batched_tokens
+        .unwrap_or(if req.enable_chunked_prefill {
+            2048
+        } else {
+            m.max_model_len
+        })
+        .max(req.max_num_seqs.min(m.max_model_len));
+    info!(
+        kv_gib = gib,
+        bytes_per_token = per_token,
+        num_blocks,
+        kv_tokens = num_blocks * block_size,
+        "phase: plan memory (CPU KV cache, f32)"
+    );
+    crate::EngineConfig {
+        max_num_seqs: req.max_num_seqs,
+        max_num_batched_tokens,
+        block_size,
+        num_blocks,
+        enable_prefix_caching: req.enable_prefix_caching,
+        enable_chunked_prefill: req.enable_chunked_prefill,
+    }
 }

@@ -17,12 +17,23 @@ pub struct BenchArgs {
     /// Repetitions per test (after one warm-up).
     #[arg(long, short = 'r', default_value_t = 3)]
     reps: usize,
+    /// Serving benchmark instead: these numbers of concurrent requests through the engine
+    /// (continuous batching), each a --serve-prompt-token prompt generating --serve-gen tokens.
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    #[arg(long, default_value_t = 128)]
+    serve_prompt: usize,
+    #[arg(long, default_value_t = 64)]
+    serve_gen: usize,
     /// Print JSON lines instead of a table.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    if !a.concurrency.is_empty() {
+        return serving(a);
+    }
     let loaded = hearth_runtime::load(&a.model.request()?)?;
     let backend = &loaded.backend;
     let results =
@@ -52,6 +63,43 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 r.tokens_per_s_std
             );
         }
+    }
+    Ok(())
+}
+
+fn serving(a: BenchArgs) -> anyhow::Result<()> {
+    let req = a.model.request()?;
+    let loaded = hearth_runtime::load(&req)?;
+    let mut cfg = hearth_runtime::plan_engine(&req, &loaded);
+    cfg.max_num_seqs = cfg
+        .max_num_seqs
+        .max(a.concurrency.iter().copied().max().unwrap_or(1));
+    let vocab = loaded.model.info().vocab_size;
+    let threads = loaded.backend.threads();
+    let engine = hearth_runtime::EngineHandle::start(loaded.into(), cfg)?;
+    let results = hearth_runtime::bench::run_serving(
+        &engine,
+        vocab,
+        &a.concurrency,
+        a.serve_prompt,
+        a.serve_gen,
+    )?;
+    engine.shutdown();
+    println!(
+        "| concurrency | output tok/s | per-request tok/s | TTFT mean | TTFT max |  ({} threads, \
+         prompt {}, output {})",
+        threads, a.serve_prompt, a.serve_gen
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    for r in results {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.3} s | {:.3} s |",
+            r.concurrency,
+            r.output_tokens_per_s,
+            r.per_request_tokens_per_s,
+            r.ttft_mean.as_secs_f64(),
+            r.ttft_max.as_secs_f64()
+        );
     }
     Ok(())
 }

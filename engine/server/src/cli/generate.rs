@@ -1,12 +1,15 @@
-//! `hearth-engine generate`: one prompt through the chat template and the model, the answer
-//! streamed to stdout as it is generated, timings on stderr.
+//! `hearth-engine generate`: prompts through the chat template and the engine. One prompt is
+//! streamed to stdout as it is generated; several (repeated --prompt, or --prompts-file with one
+//! per line) run together as one continuous batch and are printed as each finishes. Timings go
+//! to stderr.
 
 use std::io::Write;
+use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use hearth_runtime::{FinishReason, Generator, SamplingParams};
-use hearth_text::{ChatRequest, Detokenizer, StopChecker};
+use hearth_runtime::{EngineHandle, EngineParts, LoadedModel, SamplingParams, ValidRequest};
+use hearth_text::{ChatRequest, Detokenizer, StopChecker, Tokenizer};
 use serde_json::json;
 
 use super::source::ModelArgs;
@@ -15,13 +18,16 @@ use super::source::ModelArgs;
 pub struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// The user message (or, with --raw, the exact prompt text).
+    /// A user message (or, with --raw, the exact prompt text); repeat for a batch.
     #[arg(long, short = 'p')]
-    prompt: String,
-    /// A system message, placed before the prompt.
+    prompt: Vec<String>,
+    /// A file with one prompt per line, added to the batch.
+    #[arg(long)]
+    prompts_file: Option<PathBuf>,
+    /// A system message, placed before each prompt.
     #[arg(long)]
     system: Option<String>,
-    /// Send the prompt as is, without the chat template.
+    /// Send the prompts as they are, without the chat template.
     #[arg(long)]
     raw: bool,
     #[arg(long, default_value_t = 256)]
@@ -40,27 +46,127 @@ pub struct GenerateArgs {
 
 pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
     if !(0.0..=2.0).contains(&a.temperature) {
-        anyhow::bail!(
+        bail!(
             "--temperature {} is out of range (allowed: 0 to 2)",
             a.temperature
         );
     }
     if !(a.top_p > 0.0 && a.top_p <= 1.0) {
-        anyhow::bail!(
+        bail!(
             "--top-p {} is out of range (allowed: greater than 0, at most 1)",
             a.top_p
         );
     }
+    let mut prompts = a.prompt.clone();
+    if let Some(f) = &a.prompts_file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("--prompts-file {}", f.display()))?;
+        prompts.extend(
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_owned),
+        );
+    }
+    if prompts.is_empty() {
+        bail!("give at least one --prompt TEXT or --prompts-file FILE");
+    }
     let req = a.model.request()?;
     let loaded = hearth_runtime::load(&req)?;
-    let tok = &loaded.tokenizer;
+    let cfg = hearth_runtime::plan_engine(&req, &loaded);
+    let inputs = prompts
+        .iter()
+        .map(|p| render(&loaded, &a, p))
+        .collect::<anyhow::Result<Vec<Vec<u32>>>>()?;
+    let LoadedModel {
+        backend,
+        model,
+        tokenizer,
+        max_model_len,
+        ..
+    } = loaded;
+    let eos_ids = tokenizer.eos_ids().to_vec();
+    let engine = EngineHandle::start(
+        EngineParts {
+            backend,
+            model,
+            max_model_len,
+            eos_ids,
+        },
+        cfg,
+    )?;
+    let params = SamplingParams {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+        ..Default::default()
+    };
+    let mut streams = Vec::new();
+    for prompt in inputs {
+        let mut r = ValidRequest::new(prompt, a.max_tokens);
+        r.params = params.clone();
+        streams.push(engine.submit(r)?);
+    }
+    let single = streams.len() == 1;
+    let mut out = std::io::stdout().lock();
+    for (i, mut stream) in streams.into_iter().enumerate() {
+        let mut detok = Detokenizer::new(&tokenizer, true).after_prompt();
+        let mut stop = StopChecker::new(Vec::new(), tokenizer.eos_ids().to_vec(), false)?;
+        let mut text = String::new();
+        if !single {
+            write!(out, "[{i}] ")?;
+        }
+        while let Some(o) = stream.blocking_next() {
+            let delta = stop.push_token(o.token, &detok.step(o.token)?).text;
+            if single {
+                // A closed stdout (`| head`) just ends the generation.
+                if out
+                    .write_all(delta.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            } else {
+                text.push_str(&delta);
+            }
+            if let (Some(finish), Some(m)) = (o.finish, o.metrics) {
+                text.push_str(&(detok.finish() + &stop.finish()));
+                if single {
+                    writeln!(out, "{text}")?;
+                } else {
+                    writeln!(out, "{}", text.trim_end())?;
+                }
+                eprintln!(
+                    "[prompt {} tokens ({} cached), ttft {:.2} s | {} tokens, {:.0} tok/s | \
+                     finish: {}]",
+                    m.prompt_tokens,
+                    m.cached_tokens,
+                    m.ttft.as_secs_f64(),
+                    m.generated_tokens,
+                    1.0 / m.mean_itl.as_secs_f64().max(1e-9),
+                    finish.as_str()
+                );
+            }
+        }
+    }
+    engine.shutdown();
+    Ok(())
+}
+
+fn render(
+    loaded: &LoadedModel<hearth_backend::CpuBackend>,
+    a: &GenerateArgs,
+    prompt: &str,
+) -> anyhow::Result<Vec<u32>> {
+    let tok: &Tokenizer = &loaded.tokenizer;
     let text = match (&loaded.chat_template, a.raw) {
         (Some(template), false) => {
             let mut messages = Vec::new();
             if let Some(system) = &a.system {
                 messages.push(json!({"role": "system", "content": system}));
             }
-            messages.push(json!({"role": "user", "content": a.prompt}));
+            messages.push(json!({"role": "user", "content": prompt}));
             template
                 .render(&ChatRequest {
                     messages: &messages,
@@ -72,56 +178,10 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
         }
         (None, false) => {
             tracing::warn!("the model has no chat template; sending the prompt as is");
-            a.prompt.clone()
+            prompt.to_owned()
         }
-        (_, true) => a.prompt.clone(),
+        (_, true) => prompt.to_owned(),
     };
     // The template already wrote any BOS it wants; raw prompts get the tokenizer's default.
-    let prompt = tok.encode(&text, a.raw)?;
-    let params = SamplingParams {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        min_p: 0.0,
-        seed: a.seed,
-    };
-    let mut gen = Generator::new(&loaded.backend, loaded.model.as_ref(), loaded.max_model_len)?;
-    let mut detok = Detokenizer::new(tok, true).after_prompt();
-    let mut stop = StopChecker::new(Vec::new(), tok.eos_ids().to_vec(), false)?;
-    let mut out = std::io::stdout().lock();
-    let mut error = None;
-    let (finish, stats) = gen.generate(&prompt, a.max_tokens, &params, tok.eos_ids(), |id| {
-        let delta = match detok.step(id) {
-            Ok(d) => d,
-            Err(e) => {
-                error = Some(e);
-                return false;
-            }
-        };
-        let o = stop.push_token(id, &delta);
-        // A closed stdout (`| head`) just ends the generation.
-        let ok = out
-            .write_all(o.text.as_bytes())
-            .and_then(|_| out.flush())
-            .is_ok();
-        ok && o.stopped.is_none()
-    })?;
-    if let Some(e) = error {
-        return Err(e.into());
-    }
-    let tail = detok.finish() + &stop.finish();
-    writeln!(out, "{tail}")?;
-    let finish = match finish {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-    };
-    eprintln!(
-        "[prompt {} tokens, {:.2} s, {:.0} tok/s | {} tokens, {:.0} tok/s | finish: {finish}]",
-        stats.prompt_tokens,
-        stats.prefill.as_secs_f64(),
-        stats.prefill_tps(),
-        stats.generated_tokens,
-        stats.decode_tps(),
-    );
-    Ok(())
+    Ok(tok.encode(&text, a.raw)?)
 }

@@ -1,0 +1,570 @@
+//! The engine core: one thread owns the scheduler, the model, the backend and the KV cache and
+//! runs steps (schedule -> forward -> sample -> update); callers hold a cloneable `EngineHandle`
+//! that sends commands over a channel and get a `RequestStream` of token outputs back. Dropping
+//! the stream aborts the request and frees its blocks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hearth_backend::Backend;
+use hearth_sched::{NewSeq, SchedError, Scheduler, SchedulerConfig, SchedulerOutput, SeqId};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tracing::{info, warn};
+
+use crate::request::{EngineOutput, FinishReason, RequestId, RequestMetrics, ValidRequest};
+use crate::sampler::{apply_penalties, logprobs, sample, PenaltyState, Rng};
+use crate::stats::EngineStats;
+use crate::RuntimeError;
+use hearth_models::CausalLm;
+
+/// Most parallel samples per request (sequence ids reserve 8 bits for the sample index).
+pub const MAX_N: usize = 128;
+
+/// What the engine thread owns: a model on its backend. The tokenizer stays with the caller;
+/// the engine only needs the ids that end a sequence.
+pub struct EngineParts<B: Backend> {
+    pub backend: B,
+    pub model: Box<dyn CausalLm<B>>,
+    pub max_model_len: usize,
+    /// End-of-sequence token ids (ignored by requests with ignore_eos).
+    pub eos_ids: Vec<u32>,
+}
+
+impl<B: Backend> From<crate::LoadedModel<B>> for EngineParts<B> {
+    fn from(m: crate::LoadedModel<B>) -> Self {
+        let eos_ids = m.tokenizer.eos_ids().to_vec();
+        EngineParts {
+            backend: m.backend,
+            model: m.model,
+            max_model_len: m.max_model_len,
+            eos_ids,
+        }
+    }
+}
+
+/// Scheduling and memory settings of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: usize,
+    pub block_size: usize,
+    pub num_blocks: usize,
+    pub enable_prefix_caching: bool,
+    pub enable_chunked_prefill: bool,
+}
+
+enum Command {
+    Add {
+        id: RequestId,
+        req: ValidRequest,
+        out: UnboundedSender<EngineOutput>,
+    },
+    Abort(RequestId),
+    Stats(mpsc::Sender<EngineStats>),
+    Shutdown,
+}
+
+/// Why a request was refused at submission.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Sched(#[from] SchedError),
+    #[error("n is {0}; allowed: 1 to {MAX_N}")]
+    BadN(usize),
+    #[error("the engine has shut down")]
+    Closed,
+}
+
+/// Cloneable handle to the engine thread.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    next_id: Arc<AtomicU64>,
+    max_model_len: usize,
+    // Shared so that whichever clone calls `shutdown` can join the thread.
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle")
+            .field("max_model_len", &self.max_model_len)
+            .finish()
+    }
+}
+
+/// The outputs of one request, in order. Dropping it aborts the request.
+pub struct RequestStream {
+    id: RequestId,
+    rx: UnboundedReceiver<EngineOutput>,
+    tx: mpsc::Sender<Command>,
+    remaining: usize,
+}
+
+impl RequestStream {
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The next output, or None once every sample has finished.
+    pub async fn next(&mut self) -> Option<EngineOutput> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let o = self.rx.recv().await;
+        self.count(&o);
+        o
+    }
+
+    /// `next` for synchronous callers (not inside an async runtime).
+    pub fn blocking_next(&mut self) -> Option<EngineOutput> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let o = self.rx.blocking_recv();
+        self.count(&o);
+        o
+    }
+
+    fn count(&mut self, o: &Option<EngineOutput>) {
+        match o {
+            Some(o) if o.finish.is_some() => self.remaining -= 1,
+            Some(_) => {}
+            None => self.remaining = 0,
+        }
+    }
+}
+
+impl Drop for RequestStream {
+    fn drop(&mut self) {
+        if self.remaining > 0 {
+            let _ = self.tx.send(Command::Abort(self.id));
+        }
+    }
+}
+
+impl EngineHandle {
+    /// Starts the engine thread on a loaded model.
+    pub fn start<B: Backend + 'static>(
+        parts: EngineParts<B>,
+        cfg: EngineConfig,
+    ) -> Result<Self, RuntimeError>
+    where
+        B::KvCache: 'static,
+    {
+        let kv_spec = parts.model.kv_spec(cfg.num_blocks, cfg.block_size);
+        let kv = parts.backend.alloc_kv(kv_spec)?;
+        // A sequence can never outgrow the pool: cap its length at the pool's capacity.
+        let capacity = cfg.num_blocks * cfg.block_size;
+        if capacity < parts.max_model_len {
+            warn!(
+                capacity,
+                max_model_len = parts.max_model_len,
+                "engine: KV pool smaller than max_model_len; sequences end at the pool's capacity"
+            );
+        }
+        let max_model_len = parts.max_model_len.min(capacity);
+        info!(
+            num_blocks = cfg.num_blocks,
+            block_size = cfg.block_size,
+            kv_tokens = cfg.num_blocks * cfg.block_size,
+            max_num_seqs = cfg.max_num_seqs,
+            max_num_batched_tokens = cfg.max_num_batched_tokens,
+            "engine: KV cache planned"
+        );
+        let sched = Scheduler::new(SchedulerConfig {
+            block_size: cfg.block_size,
+            num_blocks: cfg.num_blocks,
+            max_num_seqs: cfg.max_num_seqs,
+            max_num_batched_tokens: cfg.max_num_batched_tokens,
+            max_model_len,
+            enable_prefix_caching: cfg.enable_prefix_caching,
+            enable_chunked_prefill: cfg.enable_chunked_prefill,
+        });
+        let (tx, rx) = mpsc::channel();
+        let core = Core {
+            kv,
+            sched,
+            block_size: cfg.block_size,
+            max_model_len,
+            parts,
+            seqs: HashMap::new(),
+            stats: EngineStats::default(),
+            last_step: Instant::now(),
+            log: StatsLog {
+                at: Instant::now(),
+                prompt_tokens: 0,
+                generation_tokens: 0,
+            },
+        };
+        let thread = std::thread::Builder::new()
+            .name("hearth-engine-core".into())
+            .spawn(move || core.run(rx))
+            .map_err(|e| {
+                RuntimeError::Unsupported(format!("cannot start the engine thread: {e}"))
+            })?;
+        Ok(EngineHandle {
+            tx,
+            next_id: Arc::new(AtomicU64::new(1)),
+            max_model_len,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    pub fn max_model_len(&self) -> usize {
+        self.max_model_len
+    }
+
+    /// Queues a request; its outputs arrive on the returned stream.
+    pub fn submit(&self, req: ValidRequest) -> Result<RequestStream, SubmitError> {
+        if req.n == 0 || req.n > MAX_N {
+            return Err(SubmitError::BadN(req.n));
+        }
+        if req.prompt.is_empty() {
+            return Err(SchedError::EmptyPrompt.into());
+        }
+        if req.prompt.len() > self.max_model_len {
+            return Err(SchedError::PromptTooLong {
+                prompt: req.prompt.len(),
+                max_model_len: self.max_model_len,
+            }
+            .into());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (out, rx) = unbounded_channel();
+        let n = req.n;
+        self.tx
+            .send(Command::Add { id, req, out })
+            .map_err(|_| SubmitError::Closed)?;
+        Ok(RequestStream {
+            id,
+            rx,
+            tx: self.tx.clone(),
+            remaining: n,
+        })
+    }
+
+    pub fn abort(&self, id: RequestId) {
+        let _ = self.tx.send(Command::Abort(id));
+    }
+
+    pub fn stats(&self) -> Option<EngineStats> {
+        let (tx, rx) = mpsc::channel();
+        self.tx.send(Command::Stats(tx)).ok()?;
+        rx.recv().ok()
+    }
+
+    /// Aborts everything in flight and joins the engine thread.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let thread = self.thread.lock().map(|mut t| t.take()).unwrap_or(None);
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+struct SeqState {
+    request: RequestId,
+    index: usize,
+    out: UnboundedSender<EngineOutput>,
+    params: Arc<crate::SamplingParams>,
+    max_tokens: usize,
+    prompt_len: usize,
+    rng: Rng,
+    penalties: PenaltyState,
+    arrival: Instant,
+    first_scheduled: Option<Instant>,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
+    cached_tokens: Option<usize>,
+}
+
+impl SeqState {
+    fn metrics(&self) -> RequestMetrics {
+        let now = Instant::now();
+        let since = |t: Option<Instant>| t.map_or(Duration::ZERO, |t| t - self.arrival);
+        let generated = self.penalties.generated;
+        let decode = match (self.first_token, self.last_token) {
+            (Some(a), Some(b)) if generated > 1 => (b - a) / (generated as u32 - 1),
+            _ => Duration::ZERO,
+        };
+        RequestMetrics {
+            prompt_tokens: self.prompt_len,
+            cached_tokens: self.cached_tokens.unwrap_or(0),
+            generated_tokens: generated,
+            queue_time: since(self.first_scheduled),
+            ttft: since(self.first_token),
+            e2e: now - self.arrival,
+            mean_itl: decode,
+        }
+    }
+}
+
+struct Core<B: Backend> {
+    parts: EngineParts<B>,
+    kv: B::KvCache,
+    sched: Scheduler,
+    block_size: usize,
+    /// max_model_len capped at the KV pool capacity.
+    max_model_len: usize,
+    seqs: HashMap<SeqId, SeqState>,
+    stats: EngineStats,
+    last_step: Instant,
+    log: StatsLog,
+}
+
+/// vLLM's periodic stats line, every `STATS_EVERY` while busy.
+struct StatsLog {
+    at: Instant,
+    prompt_tokens: u64,
+    generation_tokens: u64,
+}
+
+const STATS_EVERY: Duration = Duration::from_secs(10);
+
+fn seq_id(request: RequestId, index: usize) -> SeqId {
+    request << 8 | index as u64
+}
+
+impl<B: Backend> Core<B> {
+    fn run(mut self, rx: mpsc::Receiver<Command>) {
+        loop {
+            // Block for a command only when there is nothing to compute.
+            let first = if self.sched.has_work() {
+                rx.try_recv().ok()
+            } else {
+                match rx.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => break,
+                }
+            };
+            let mut shutdown = false;
+            for cmd in first
+                .into_iter()
+                .chain(std::iter::from_fn(|| rx.try_recv().ok()))
+            {
+                shutdown |= self.command(cmd);
+            }
+            if shutdown {
+                break;
+            }
+            if self.sched.has_work() && !self.step() {
+                // Work exists but nothing could be scheduled (waiting for memory).
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let ids: Vec<SeqId> = self.seqs.keys().copied().collect();
+        for id in ids {
+            self.finish_seq(id, FinishReason::Abort, None);
+        }
+        info!("engine: shut down");
+    }
+
+    /// Handles one command; true means shut down.
+    fn command(&mut self, cmd: Command) -> bool {
+        match cmd {
+            Command::Add { id, req, out } => self.add(id, req, out),
+            Command::Abort(id) => {
+                let ids: Vec<SeqId> = self
+                    .seqs
+                    .iter()
+                    .filter(|(_, s)| s.request == id)
+                    .map(|(k, _)| *k)
+                    .collect();
+                for sid in ids {
+                    self.sched.abort(sid);
+                    self.finish_seq(sid, FinishReason::Abort, None);
+                }
+            }
+            Command::Stats(tx) => {
+                let mut s = self.stats;
+                s.sched = self.sched.stats();
+                s.secs_since_step = if self.sched.has_work() {
+                    self.last_step.elapsed().as_secs_f64()
+                } else {
+                    0.0
+                };
+                let _ = tx.send(s);
+            }
+            Command::Shutdown => return true,
+        }
+        false
+    }
+
+    fn add(&mut self, id: RequestId, req: ValidRequest, out: UnboundedSender<EngineOutput>) {
+        let params = Arc::new(req.params);
+        let arrival = Instant::now();
+        for index in 0..req.n {
+            let sid = seq_id(id, index);
+            let seq = NewSeq {
+                id: sid,
+                prompt: req.prompt.clone(),
+                max_tokens: req.max_tokens,
+                cache_salt: req.cache_salt.clone(),
+            };
+            if let Err(e) = self.sched.add(seq) {
+                // Validated at submit; the cache-size check can still refuse. End the sample.
+                warn!(request = id, error = %e, "engine: request refused");
+                let _ = out.send(EngineOutput {
+                    index,
+                    token: 0,
+                    logprobs: None,
+                    finish: Some(FinishReason::Abort),
+                    metrics: None,
+                });
+                continue;
+            }
+            let seed = params.seed.map(|s| s.wrapping_add(index as u64));
+            self.seqs.insert(
+                sid,
+                SeqState {
+                    request: id,
+                    index,
+                    out: out.clone(),
+                    params: params.clone(),
+                    max_tokens: req.max_tokens,
+                    prompt_len: req.prompt.len(),
+                    rng: seed.map_or_else(Rng::from_entropy, Rng::new),
+                    penalties: PenaltyState::new(&req.prompt),
+                    arrival,
+                    first_scheduled: None,
+                    first_token: None,
+                    last_token: None,
+                    cached_tokens: None,
+                },
+            );
+        }
+    }
+
+    /// One step; false when nothing could be scheduled.
+    fn step(&mut self) -> bool {
+        let out: SchedulerOutput = self.sched.schedule();
+        if out.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        for s in &out.seqs {
+            if let Some(st) = self.seqs.get_mut(&s.id) {
+                st.first_scheduled.get_or_insert(now);
+                st.cached_tokens.get_or_insert(s.start);
+                let prompt_rows = st.prompt_len.saturating_sub(s.start).min(s.tokens.len());
+                self.stats.prompt_tokens += prompt_rows as u64;
+            }
+        }
+        let seqs = &self.seqs;
+        let (batch, sampled_ids) = crate::runner::build_batch(&out, self.block_size, |id| {
+            seqs.get(&id).map_or(usize::MAX, |s| s.prompt_len)
+        });
+        let EngineParts { backend, model, .. } = &self.parts;
+        let kv = &mut self.kv;
+        let mut logits = backend.install(|| model.forward(backend, &batch, kv));
+        let vocab = logits.len() / sampled_ids.len().max(1);
+        let mut sampled = Vec::with_capacity(sampled_ids.len());
+        let mut finished = Vec::new();
+        for (i, id) in sampled_ids.iter().enumerate() {
+            let row = &mut logits[i * vocab..(i + 1) * vocab];
+            if let Some((tok, finish)) = self.sample_one(*id, row) {
+                sampled.push((*id, tok));
+                if finish.is_some() {
+                    finished.push(*id);
+                }
+            } else {
+                finished.push(*id);
+            }
+        }
+        self.sched.update(&out, &sampled, &finished);
+        self.stats.generation_tokens += sampled.len() as u64;
+        self.stats.steps += 1;
+        self.stats.last_step_tokens = out.num_tokens;
+        self.last_step = Instant::now();
+        if self.log.at.elapsed() >= STATS_EVERY {
+            self.log_stats();
+        }
+        true
+    }
+
+    fn log_stats(&mut self) {
+        let secs = self.log.at.elapsed().as_secs_f64();
+        let s = self.sched.stats();
+        let mut all = self.stats;
+        all.sched = s;
+        info!(
+            "Engine 000: Avg prompt throughput: {:.1} tokens/s, Avg generation throughput: {:.1} \
+             tokens/s, Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {:.1}%, Prefix \
+             cache hit rate: {:.1}%",
+            (self.stats.prompt_tokens - self.log.prompt_tokens) as f64 / secs,
+            (self.stats.generation_tokens - self.log.generation_tokens) as f64 / secs,
+            s.running,
+            s.waiting,
+            100.0 * all.kv_usage(),
+            100.0 * all.prefix_hit_rate(),
+        );
+        self.log = StatsLog {
+            at: Instant::now(),
+            prompt_tokens: self.stats.prompt_tokens,
+            generation_tokens: self.stats.generation_tokens,
+        };
+    }
+
+    /// Samples, sends, and decides whether the sample ends. None: the client is gone.
+    fn sample_one(&mut self, id: SeqId, row: &mut [f32]) -> Option<(u32, Option<FinishReason>)> {
+        let max_model_len = self.max_model_len;
+        let st = self.seqs.get_mut(&id)?;
+        let p = st.params.clone();
+        let raw = p.logprobs.map(|_| row.to_vec());
+        let mut stops: Vec<u32> = p.stop_token_ids.clone();
+        if !p.ignore_eos {
+            stops.extend_from_slice(&self.parts.eos_ids);
+        }
+        apply_penalties(row, &p, &st.penalties, &stops);
+        let tok = sample(row, &p, &mut st.rng);
+        st.penalties.push(tok);
+        let now = Instant::now();
+        st.first_token.get_or_insert(now);
+        st.last_token = Some(now);
+        let generated = st.penalties.generated;
+        let finish = if stops.contains(&tok) && generated >= p.min_tokens {
+            Some(FinishReason::Stop)
+        } else if generated >= st.max_tokens || st.prompt_len + generated >= max_model_len {
+            Some(FinishReason::Length)
+        } else {
+            None
+        };
+        let output = EngineOutput {
+            index: st.index,
+            token: tok,
+            logprobs: raw.map(|r| logprobs(&r, tok, p.logprobs.unwrap_or(0))),
+            finish,
+            metrics: finish.map(|_| st.metrics()),
+        };
+        let delivered = st.out.send(output).is_ok();
+        if finish.is_some() {
+            self.seqs.remove(&id);
+            self.stats.finished_requests += 1;
+        }
+        if !delivered {
+            self.seqs.remove(&id);
+            return None;
+        }
+        Some((tok, finish))
+    }
+
+    /// Ends a sample outside a step (abort, shutdown), telling its stream.
+    fn finish_seq(&mut self, id: SeqId, reason: FinishReason, token: Option<u32>) {
+        if let Some(st) = self.seqs.remove(&id) {
+            let _ = st.out.send(EngineOutput {
+                index: st.index,
+                token: token.unwrap_or(0),
+                logprobs: None,
+                finish: Some(reason),
+                metrics: Some(st.metrics()),
+            });
+            self.sched.abort(id);
+        }
+    }
+}
