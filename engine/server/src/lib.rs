@@ -1,1 +1,40 @@
-//! HTTP server (axum) for the engine. The routes arrive with the API issue; today the crate hosts the `hearth-engine` binary.
+//! The HTTP server (axum): OpenAI and Anthropic APIs, health/readiness, metrics. Routes see the
+//! engine only through `EngineHandle`, the text side through hearth-text, the wire shapes through
+//! hearth-protocol; HTTP errors are mapped in one place (`error.rs`).
+
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod pipeline;
+pub mod routes;
+pub mod state;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use state::AppState;
+
+/// Request bodies above this are refused with 413 (long-context prompts fit well within it).
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// The whole application; tests drive it with `oneshot`, `serve` binds it to a socket.
+pub fn app(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/v1/models", get(routes::models::list))
+        .route("/v1/chat/completions", post(routes::chat::completions))
+        .route("/tokenize", post(routes::tokenize::tokenize))
+        .route("/detokenize", post(routes::tokenize::detokenize))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
+    Router::new()
+        .route("/health", get(routes::admin::health))
+        .route("/ready", get(routes::admin::ready))
+        .route("/version", get(routes::admin::version))
+        .route("/metrics", get(routes::admin::metrics))
+        .merge(v1)
+        .fallback(routes::not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

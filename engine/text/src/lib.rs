@@ -13,6 +13,7 @@ mod error;
 mod gguf_pre;
 mod gguf_vocab;
 mod hf_config;
+pub mod parsers;
 mod pieces;
 mod pyfmt;
 mod stop;

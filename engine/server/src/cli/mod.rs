@@ -3,6 +3,7 @@
 mod bench;
 mod check_spec;
 mod generate;
+mod serve;
 mod source;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +19,8 @@ pub struct Cli {
 enum Command {
     /// Print the fully resolved spec, or every error in it.
     CheckSpec(check_spec::CheckSpecArgs),
+    /// Serve the OpenAI and Anthropic HTTP APIs for a spec.
+    Serve(serve::ServeArgs),
     /// Generate an answer to one prompt, streamed to the terminal.
     Generate(generate::GenerateArgs),
     /// Prompt-processing and generation speed (llama-bench style ppN / tgN).
@@ -39,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::CheckSpec(a) => check_spec::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
     }
 }

