@@ -4,6 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ENGINE=target/release/hearth-engine
+PY="${HEARTH_E2E_PYTHON:-python3}"
 passed=0
 failed=0
 TMP=$(mktemp -d)
@@ -74,12 +75,29 @@ bench_reports_prefill_and_decode() {
     grep -q "pp64" "$TMP/bench.out" && grep -q "tg16" "$TMP/bench.out"
 }
 
+openai_sdk_against_serve() {
+    local port=18437 pid rc=0
+    API_KEY=e2e-key PORT=$port "$ENGINE" serve --spec specs/default.yaml >"$TMP/serve.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
+        sleep 0.5
+    done
+    "$PY" tests/e2e/openai_client.py "http://127.0.0.1:$port/v1" e2e-key smollm2-135m-instruct || rc=$?
+    kill -TERM "$pid"
+    wait "$pid" || true
+    grep -q "e2e-key" "$TMP/serve.log" && { echo "the API key reached the log"; rc=1; }
+    tail -3 "$TMP/serve.log"
+    return $rc
+}
+
 check "every spec in specs/ passes check-spec" every_spec_passes_check_spec
 check "a bad spec names the key, the value and the allowed values" bad_spec_names_key_value_and_allowed
 check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
+check "the official OpenAI SDK against hearth-engine serve" openai_sdk_against_serve
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -19,4 +19,11 @@ if [ ! -f "$LCP/ggml-vocab-llama-bpe.gguf.out" ]; then
     tar xzf "$DL/llama_cpp_python-0.3.36.tar.gz" -C "$DL/lcp" \
         llama_cpp_python-0.3.36/vendor/llama.cpp/models
 fi
-echo "fixtures ready: $LCP"
+# The official client SDKs the end-to-end tests drive the server with, in their own venv.
+VENV="$CACHE/venv-e2e"
+if ! "$VENV/bin/python" -c "import openai, anthropic" 2>/dev/null; then
+    echo "installing the openai and anthropic SDKs into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet openai anthropic
+fi
+echo "fixtures ready: $LCP, $VENV"

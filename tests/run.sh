@@ -23,4 +23,4 @@ step "unit, golden and reference tests"
 cargo test --release --workspace
 
 step "end to end: the engine binary"
-tests/e2e.sh
+HEARTH_E2E_PYTHON="$CACHE/venv-e2e/bin/python" tests/e2e.sh
