@@ -157,9 +157,10 @@ fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, P
         .map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))?;
     let room = s.max_model_len.saturating_sub(prompt.len());
     let max_tokens = match req.max_output_tokens() {
-        Some(m) if prompt.len() + m as usize > s.max_model_len => return Err(ApiError::bad(
-            "max_tokens",
-            format!(
+        Some(m) if prompt.len() + m as usize > s.max_model_len => {
+            return Err(ApiError::bad(
+                "max_tokens",
+                format!(
                 "this model's maximum context length is {} tokens, but {} were requested ({} in \
                      the messages, {} for the completion); reduce the messages or max_tokens",
                 s.max_model_len,
@@ -167,7 +168,8 @@ fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, P
                 prompt.len(),
                 m
             ),
-        )),
+            ))
+        }
         Some(0) => {
             return Err(ApiError::bad(
                 "max_tokens",
