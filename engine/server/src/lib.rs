@@ -22,6 +22,7 @@ pub fn app(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/models", get(routes::models::list))
         .route("/v1/chat/completions", post(routes::chat::completions))
+        .route("/v1/completions", post(routes::completions::completions))
         .route("/tokenize", post(routes::tokenize::tokenize))
         .route("/detokenize", post(routes::tokenize::detokenize))
         .route_layer(axum::middleware::from_fn_with_state(

@@ -314,3 +314,65 @@ async fn models_tokenize_admin_and_metrics() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
+
+#[tokio::test]
+async fn completions_text_tokens_batches_stream_echo_logprobs() {
+    let base = json!({"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8});
+    let (status, body) = call(state(None), post("/v1/completions", base.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let text = v["choices"][0]["text"].as_str().unwrap().to_owned();
+    assert!(!text.is_empty());
+    assert_eq!(v["usage"]["completion_tokens"], 8);
+
+    let mut streamed = base.clone();
+    streamed["stream"] = json!(true);
+    let (_, body) = call(state(None), post("/v1/completions", streamed)).await;
+    let joined: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| {
+            serde_json::from_str::<Value>(d).unwrap()["choices"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(joined, text, "streaming and non-streaming differ");
+
+    let mut batch = base.clone();
+    batch["prompt"] = json!(["The capital of France is", "One, two, three,"]);
+    batch["echo"] = json!(true);
+    batch["logprobs"] = json!(2);
+    let (status, body) = call(state(None), post("/v1/completions", batch)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2);
+    assert_eq!(
+        choices[0]["text"].as_str().unwrap(),
+        format!("The capital of France is{text}")
+    );
+    assert!(choices[1]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("One, two, three,"));
+    assert_eq!(choices[1]["index"], 1);
+    assert_eq!(
+        choices[0]["logprobs"]["tokens"].as_array().unwrap().len(),
+        8
+    );
+
+    let mut ids = base.clone();
+    ids["prompt"] = json!([504, 3575, 282, 4649, 314]);
+    assert_eq!(
+        call(state(None), post("/v1/completions", ids)).await.0,
+        StatusCode::OK
+    );
+    let mut bad = base.clone();
+    bad["suffix"] = json!("x");
+    let (status, body) = call(state(None), post("/v1/completions", bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("suffix"));
+}

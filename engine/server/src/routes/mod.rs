@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod chat;
+pub mod completions;
 pub mod models;
 pub mod sampling;
 pub mod tokenize;
