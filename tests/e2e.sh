@@ -84,6 +84,7 @@ openai_sdk_against_serve() {
         sleep 0.5
     done
     "$PY" tests/e2e/openai_client.py "http://127.0.0.1:$port/v1" e2e-key smollm2-135m-instruct || rc=$?
+    "$PY" tests/e2e/anthropic_client.py "http://127.0.0.1:$port" e2e-key smollm2-135m-instruct || rc=$?
     kill -TERM "$pid"
     wait "$pid" || true
     grep -q "e2e-key" "$TMP/serve.log" && { echo "the API key reached the log"; rc=1; }
@@ -97,7 +98,7 @@ check "default spec: 'What is the capital of France?' -> Paris" default_spec_ans
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
-check "the official OpenAI SDK against hearth-engine serve" openai_sdk_against_serve
+check "the official OpenAI and Anthropic SDKs against hearth-engine serve" openai_sdk_against_serve
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -23,6 +23,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(routes::models::list))
         .route("/v1/chat/completions", post(routes::chat::completions))
         .route("/v1/completions", post(routes::completions::completions))
+        .route("/v1/messages", post(routes::anthropic::messages))
+        .route(
+            "/v1/messages/count_tokens",
+            post(routes::anthropic::count_tokens),
+        )
         .route("/tokenize", post(routes::tokenize::tokenize))
         .route("/detokenize", post(routes::tokenize::detokenize))
         .route_layer(axum::middleware::from_fn_with_state(

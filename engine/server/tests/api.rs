@@ -376,3 +376,91 @@ async fn completions_text_tokens_batches_stream_echo_logprobs() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("suffix"));
 }
+
+fn messages(extra: Value) -> Value {
+    let mut body = json!({
+        "model": MODEL,
+        "max_tokens": 24,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    });
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    body
+}
+
+#[tokio::test]
+async fn anthropic_messages_json_and_event_stream_agree() {
+    let (status, body) = call(state(None), post("/v1/messages", messages(json!({})))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["type"], "message");
+    assert_eq!(v["stop_reason"], "end_turn");
+    let text = v["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("Paris"), "{text}");
+    assert!(v["usage"]["output_tokens"].as_u64().unwrap() > 0);
+
+    let (status, body) = call(
+        state(None),
+        post("/v1/messages", messages(json!({"stream": true}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(events.first(), Some(&"message_start"));
+    assert_eq!(
+        &events[events.len() - 2..],
+        &["message_delta", "message_stop"]
+    );
+    assert!(events.contains(&"content_block_start") && events.contains(&"content_block_stop"));
+    let mut streamed = String::new();
+    for d in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let e: Value = serde_json::from_str(d).unwrap();
+        if e["type"] == "content_block_delta" {
+            streamed.push_str(e["delta"]["text"].as_str().unwrap());
+        }
+        if e["type"] == "message_delta" {
+            assert_eq!(e["delta"]["stop_reason"], "end_turn");
+        }
+    }
+    assert_eq!(streamed, text, "streaming and non-streaming differ");
+}
+
+#[tokio::test]
+async fn anthropic_count_tokens_ignores_the_billing_header_and_errors_have_its_shape() {
+    let plain = json!({"model": MODEL, "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [{"role": "user", "content": "Hi"}]});
+    let busted = json!({"model": MODEL, "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=1; cch=93af1;"},
+            {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]});
+    let count = |b: Value| async move {
+        let (status, body) = call(state(None), post("/v1/messages/count_tokens", b)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["input_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(count(plain).await, count(busted).await);
+
+    let (status, body) = call(
+        state(None),
+        post("/v1/messages", messages(json!({"temperature": 3}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["type"], "error");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("temperature"));
+    let no_max = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, body) = call(state(None), post("/v1/messages", no_max)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("max_tokens"), "{body}");
+}

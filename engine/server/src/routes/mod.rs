@@ -1,6 +1,7 @@
 //! Route handlers, one file per API area.
 
 pub mod admin;
+pub mod anthropic;
 pub mod chat;
 pub mod completions;
 pub mod models;
