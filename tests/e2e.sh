@@ -5,6 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ENGINE=target/release/hearth-engine
 PY="${HEARTH_E2E_PYTHON:-python3}"
+PROMTOOL="${HEARTH_PROMTOOL:-${HEARTH_CACHE:-$HOME/.cache/hearth}/promtool/usr/bin/promtool}"
 passed=0
 failed=0
 TMP=$(mktemp -d)
@@ -85,6 +86,11 @@ openai_sdk_against_serve() {
     done
     "$PY" tests/e2e/openai_client.py "http://127.0.0.1:$port/v1" e2e-key smollm2-135m-instruct || rc=$?
     "$PY" tests/e2e/anthropic_client.py "http://127.0.0.1:$port" e2e-key smollm2-135m-instruct || rc=$?
+    # vLLM's metric names carry a colon, which promtool's linter flags; anything else fails.
+    curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/metrics.txt" || rc=1
+    grep -q '^vllm:time_to_first_token_seconds_count{.*} [1-9]' "$TMP/metrics.txt" || { echo "no TTFT observed"; rc=1; }
+    "$PROMTOOL" check metrics <"$TMP/metrics.txt" 2>&1 | grep -v "metric names should not contain ':'" >"$TMP/promtool.out" || true
+    if [ -s "$TMP/promtool.out" ]; then echo "promtool:"; cat "$TMP/promtool.out"; rc=1; else echo "promtool: exposition ok"; fi
     kill -TERM "$pid"
     wait "$pid" || true
     grep -q "e2e-key" "$TMP/serve.log" && { echo "the API key reached the log"; rc=1; }
@@ -98,7 +104,7 @@ check "default spec: 'What is the capital of France?' -> Paris" default_spec_ans
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
-check "the official OpenAI and Anthropic SDKs against hearth-engine serve" openai_sdk_against_serve
+check "the official OpenAI and Anthropic SDKs against hearth-engine serve; promtool on /metrics" openai_sdk_against_serve
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

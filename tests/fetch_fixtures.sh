@@ -26,4 +26,17 @@ if ! "$VENV/bin/python" -c "import openai, anthropic" 2>/dev/null; then
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet openai anthropic
 fi
-echo "fixtures ready: $LCP, $VENV"
+# promtool (Debian's prometheus package, unpacked, not installed: no daemon is started) to
+# validate the /metrics exposition.
+PROMTOOL="$CACHE/promtool/usr/bin/promtool"
+if [ ! -x "$PROMTOOL" ]; then
+    echo "fetching promtool (Debian package prometheus)"
+    tmp=$(mktemp -d)
+    chmod 777 "$tmp"
+    (cd "$tmp" && { apt-get download prometheus 2>/dev/null ||
+        { apt-get update -qq && apt-get download prometheus; }; })
+    mkdir -p "$CACHE/promtool"
+    dpkg -x "$tmp"/prometheus_*.deb "$CACHE/promtool"
+    rm -rf "$tmp"
+fi
+echo "fixtures ready: $LCP, $VENV, $PROMTOOL"
