@@ -114,3 +114,79 @@ fn merge(a: &mut ParsedDelta, b: ParsedDelta) {
     a.reasoning.push_str(&b.reasoning);
     a.tool_calls.extend(b.tool_calls);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use hearth_text::parsers::{reasoning, tool};
+
+    use super::*;
+
+    fn qwen3() -> Option<Tokenizer> {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/tokenizers/qwen3/tokenizer.json");
+        if !p.exists() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "{} is required in CI",
+                p.display()
+            );
+            eprintln!("SKIPPING: {} not found", p.display());
+            return None;
+        }
+        Some(Tokenizer::from_file(p).unwrap())
+    }
+
+    fn run(
+        tok: &Tokenizer,
+        text: &str,
+        stops: Vec<String>,
+    ) -> (ParsedDelta, Vec<ToolCall>, Option<TextStop>) {
+        let ids = tok.encode(text, false).unwrap();
+        let tools = vec![
+            serde_json::json!({"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}),
+        ];
+        let mut t = SampleText::new(
+            tok,
+            StopChecker::new(stops, Vec::new(), false).unwrap(),
+            Some(reasoning::reasoning_parser("qwen3", true).unwrap()),
+            Some(tool::tool_parser("hermes", &tools).unwrap()),
+            true,
+        );
+        let mut acc = ParsedDelta::default();
+        for id in ids {
+            let d = t.push(id).unwrap();
+            // A delta never carries whitespace-only content next to a tool call.
+            assert!(d.tool_calls.is_empty() || d.content.trim().is_empty() && d.content.is_empty());
+            merge(&mut acc, d);
+        }
+        merge(&mut acc, t.finish());
+        (acc, t.tool_calls().to_vec(), t.stopped.clone())
+    }
+
+    #[test]
+    fn tokens_flow_through_reasoning_then_tool_parsing() {
+        let Some(tok) = qwen3() else { return };
+        let text = "<think>\nThe user wants the weather.\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+        let (d, calls, stopped) = run(&tok, text, Vec::new());
+        assert_eq!(d.reasoning, "The user wants the weather.");
+        assert_eq!(d.content, "Let me check.");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "get_weather");
+        let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
+        assert_eq!(args, serde_json::json!({"city": "Paris", "days": 3}));
+        assert_eq!(d.tool_calls.len(), 1);
+        assert!(stopped.is_none());
+    }
+
+    #[test]
+    fn a_stop_string_ends_the_text_before_it() {
+        let Some(tok) = qwen3() else { return };
+        let (d, calls, stopped) = run(&tok, "One, two, three, four, five.", vec![", four".into()]);
+        assert_eq!(d.content, "One, two, three");
+        assert!(calls.is_empty());
+        assert_eq!(stopped, Some(TextStop::String(", four".into())));
+    }
+}
