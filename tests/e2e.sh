@@ -86,6 +86,7 @@ openai_sdk_against_serve() {
     done
     "$PY" tests/e2e/openai_client.py "http://127.0.0.1:$port/v1" e2e-key smollm2-135m-instruct || rc=$?
     "$PY" tests/e2e/anthropic_client.py "http://127.0.0.1:$port" e2e-key smollm2-135m-instruct || rc=$?
+    "$PY" tests/e2e/load_disconnect.py "http://127.0.0.1:$port" e2e-key smollm2-135m-instruct "${HEARTH_LOAD_N:-300}" || rc=$?
     # vLLM's metric names carry a colon, which promtool's linter flags; anything else fails.
     curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/metrics.txt" || rc=1
     grep -q '^vllm:time_to_first_token_seconds_count{.*} [1-9]' "$TMP/metrics.txt" || { echo "no TTFT observed"; rc=1; }
@@ -104,7 +105,7 @@ check "default spec: 'What is the capital of France?' -> Paris" default_spec_ans
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
-check "the official OpenAI and Anthropic SDKs against hearth-engine serve; promtool on /metrics" openai_sdk_against_serve
+check "the official OpenAI and Anthropic SDKs against hearth-engine serve; load with disconnects; promtool on /metrics" openai_sdk_against_serve
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

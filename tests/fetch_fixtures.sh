@@ -21,10 +21,10 @@ if [ ! -f "$LCP/ggml-vocab-llama-bpe.gguf.out" ]; then
 fi
 # The official client SDKs the end-to-end tests drive the server with, in their own venv.
 VENV="$CACHE/venv-e2e"
-if ! "$VENV/bin/python" -c "import openai, anthropic" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import openai, anthropic, httpx" 2>/dev/null; then
     echo "installing the openai and anthropic SDKs into $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet openai anthropic
+    "$VENV/bin/python" -m pip install --quiet openai anthropic httpx
 fi
 # promtool (Debian's prometheus package, unpacked, not installed: no daemon is started) to
 # validate the /metrics exposition.

@@ -9,8 +9,15 @@ pub mod pipeline;
 pub mod routes;
 pub mod state;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
+use tracing::Instrument;
 
 pub use state::AppState;
 
@@ -42,5 +49,23 @@ pub fn app(state: AppState) -> Router {
         .merge(v1)
         .fallback(routes::not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(access_log))
         .with_state(state)
+}
+
+/// The access log: one line per request with its id, method, path, status and latency (to the
+/// response head; streams go on after it). Bodies and headers (keys!) are never logged. The
+/// request id is on the span, so everything the handler logs carries it.
+async fn access_log(req: Request, next: Next) -> Response {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let span = tracing::info_span!("request", id);
+    let t = Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if path != "/health" && path != "/metrics" && path != "/ready" {
+        tracing::info!(parent: &span, %method, %path, status = resp.status().as_u16(), ms, "access");
+    }
+    resp
 }

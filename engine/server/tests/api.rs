@@ -464,3 +464,47 @@ async fn anthropic_count_tokens_ignores_the_billing_header_and_errors_have_its_s
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body.contains("max_tokens"), "{body}");
 }
+
+/// Two consecutive Claude-Code-shaped requests that differ only in the billing header nonce,
+/// cache_control placement and tool order share the whole prompt prefix in the KV cache.
+#[tokio::test]
+async fn claude_code_cache_busters_do_not_bust_the_prefix_cache() {
+    let s = state(None);
+    let request = |nonce: &str, swap: bool| {
+        let mut tools = vec![
+            json!({"name": "read_file", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}),
+            json!({"name": "bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}}, "cache_control": {"type": "ephemeral"}}),
+        ];
+        if swap {
+            tools.reverse();
+        }
+        json!({
+            "model": MODEL, "max_tokens": 4, "stream": false,
+            "system": [
+                {"type": "text", "text": format!("x-anthropic-billing-header: cc_version=2.1; cch={nonce};")},
+                {"type": "text", "text": "You are Claude Code, a coding agent. Follow the user's instructions carefully and keep answers short and precise.", "cache_control": {"type": "ephemeral"}},
+            ],
+            "tools": tools,
+            "tool_choice": {"type": "none"},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "List the files in this directory, please.", "cache_control": if swap { json!({"type": "ephemeral"}) } else { json!(null) }}]}],
+        })
+    };
+    let (status, body) = call(s.clone(), post("/v1/messages", request("a1b2c3", false))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let first: Value = serde_json::from_str(&body).unwrap();
+    let prompt = first["usage"]["input_tokens"].as_u64().unwrap();
+    let (status, body) = call(s, post("/v1/messages", request("ffee99", true))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let second: Value = serde_json::from_str(&body).unwrap();
+    let cached = second["usage"]["cache_read_input_tokens"].as_u64().unwrap();
+    let total = cached + second["usage"]["input_tokens"].as_u64().unwrap();
+    assert_eq!(
+        total, prompt,
+        "the two prompts should be identical after normalization"
+    );
+    // Every full block of the shared prompt is a hit (block size 16).
+    assert!(
+        cached + 16 > total,
+        "only {cached} of {total} prompt tokens came from the cache"
+    );
+}

@@ -78,6 +78,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let ready = state.ready.clone();
+    let drain_engine = engine.clone();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -85,7 +86,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         ready.store(true, Ordering::Release);
         info!(%addr, model = %spec.served_model_name, secs = started.elapsed().as_secs_f32(), "phase: ready, serving HTTP");
         axum::serve(listener, hearth_server::app(state))
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(shutdown_signal(drain_engine))
             .await
             .context("serving HTTP")
     })?;
@@ -94,7 +95,25 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// How long in-flight requests may run after SIGTERM before they are aborted.
+const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Resolves on SIGTERM / Ctrl-C: axum then stops accepting and waits for open responses; after
+/// `DRAIN_DEADLINE` the engine is shut down, which aborts what is still generating.
+async fn shutdown_signal(engine: EngineHandle) {
+    wait_for_signal().await;
+    info!(
+        deadline_secs = DRAIN_DEADLINE.as_secs(),
+        "signal received: draining in-flight requests"
+    );
+    tokio::spawn(async move {
+        tokio::time::sleep(DRAIN_DEADLINE).await;
+        info!("drain deadline reached: aborting requests in flight");
+        let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
+    });
+}
+
+async fn wait_for_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
