@@ -43,7 +43,7 @@ pub fn run<B: Backend>(
     reps: usize,
 ) -> Result<Vec<BenchResult>, RuntimeError> {
     let vocab = model.info().vocab_size;
-    let max_len = pp.iter().chain(tg).copied().max().unwrap_or(1) + 2;
+    let max_len = pp.iter().chain(tg).copied().max().unwrap_or(1) + 4;
     let mut results = Vec::new();
     for &n in pp {
         let tokens = prompt(n, vocab);
@@ -67,17 +67,16 @@ pub fn run<B: Backend>(
         let mut rates = Vec::with_capacity(reps);
         for rep in 0..=reps {
             let mut gen = Generator::new(backend, model, max_len)?;
-            let t = Instant::now();
-            // One prompt token, then n - 1 decode steps: n tokens generated, as llama-bench's tg.
-            gen.generate(
+            // As llama-bench's tg: n decode steps, timed without the one-token prompt before them.
+            let (_, stats) = gen.generate(
                 &prompt(1, vocab),
-                n,
+                n + 1,
                 &SamplingParams::default(),
                 &[],
                 |_| true,
             )?;
             if rep > 0 {
-                rates.push(n as f64 / t.elapsed().as_secs_f64());
+                rates.push(n as f64 / stats.decode.as_secs_f64().max(1e-9));
             }
         }
         let (mean, std) = mean_std(&rates);

@@ -224,9 +224,9 @@ mod simd {
         }
     }
 
-    /// Even blocks into one accumulator, odd blocks into another, offsets summed in pairs: the
-    /// exact arithmetic of one lane of `dot_q4_x4`, so a row's result does not depend on how
-    /// many rows are dotted with it (batch invariance).
+    /// Even blocks into one accumulator, odd blocks into another, offsets summed in block
+    /// order: the exact arithmetic of one lane of `dot_q4_x4`, so a row's result does not
+    /// depend on how many rows are dotted with it (batch invariance).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_q4(w: Q4Row<'_>, a: &QActs) -> f32 {
         let nb = w.d.len();
@@ -234,19 +234,32 @@ mod simd {
             w.m.len() == nb && w.qs.len() == nb * 16 && a.d.len() >= nb && a.qs.len() >= nb * QK
         );
         let mask = _mm_set1_epi8(0xF);
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let mut offsets = 0f32;
-        for b in 0..nb {
+        let block = |b: usize| {
             // SAFETY: b < nb and `w.qs` holds nb * 16 bytes (asserted above).
             let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().add(b * 16) as *const __m128i) };
             let lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
             let hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
             let (a0, a1) = load2(&a.qs[b * QK..]);
-            let scale = _mm256_set1_ps(w.d[b] * a.d[b]);
-            acc[b & 1] = _mm256_fmadd_ps(scale, madd32(lo, hi, a0, a1), acc[b & 1]);
+            (_mm256_set1_ps(w.d[b] * a.d[b]), madd32(lo, hi, a0, a1))
+        };
+        let (mut even, mut odd) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut offsets = 0f32;
+        let mut b = 0;
+        while b + 1 < nb {
+            let (s0, p0) = block(b);
+            let (s1, p1) = block(b + 1);
+            even = _mm256_fmadd_ps(s0, p0, even);
+            odd = _mm256_fmadd_ps(s1, p1, odd);
+            offsets += w.m[b] * a.s[b];
+            offsets += w.m[b + 1] * a.s[b + 1];
+            b += 2;
+        }
+        if b < nb {
+            let (s0, p0) = block(b);
+            even = _mm256_fmadd_ps(s0, p0, even);
             offsets += w.m[b] * a.s[b];
         }
-        hsum(_mm256_add_ps(acc[0], acc[1])) + offsets
+        hsum(_mm256_add_ps(even, odd)) + offsets
     }
 
     #[target_feature(enable = "avx2,fma")]
