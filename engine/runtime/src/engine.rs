@@ -480,7 +480,7 @@ impl<B: Backend> Core<B> {
         self.sched.update(&out, &sampled, &finished);
         self.stats.generation_tokens += sampled.len() as u64;
         self.stats.steps += 1;
-        self.stats.last_step_tokens = out.num_tokens;
+        self.stats.observe_step(out.num_tokens);
         self.last_step = Instant::now();
         if self.log.at.elapsed() >= STATS_EVERY {
             self.log_stats();

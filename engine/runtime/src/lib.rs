@@ -19,4 +19,4 @@ pub use gguf_vocab::vocab_from_gguf;
 pub use loader::{load, plan_engine, LoadRequest, LoadedModel};
 pub use request::{EngineOutput, FinishReason, RequestId, RequestMetrics, ValidRequest};
 pub use sampler::{sample, Rng, SamplingParams};
-pub use stats::EngineStats;
+pub use stats::{EngineStats, ITERATION_TOKEN_BUCKETS};

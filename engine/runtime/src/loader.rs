@@ -80,6 +80,8 @@ pub struct LoadedModel<B: Backend> {
     pub chat_template: Option<ChatTemplate>,
     pub max_model_len: usize,
     pub path: PathBuf,
+    /// (phase, seconds) of loading, for the startup log and metrics.
+    pub phases: Vec<(String, f64)>,
 }
 
 /// Default context when neither the spec nor the checkpoint says.
@@ -100,8 +102,10 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
             q.as_str()
         )));
     }
+    let mut phases = Vec::new();
     let t = Instant::now();
     let path = hearth_spec::fetch::resolve_local(&req.model, &req.cache_dir)?;
+    phases.push(("resolve_source".to_owned(), t.elapsed().as_secs_f64()));
     info!(source = %req.model, path = %path.display(), secs = t.elapsed().as_secs_f32(), "resolved model source");
 
     let backend = CpuBackend::new(req.threads.unwrap_or(0) as usize)?;
@@ -116,6 +120,7 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
     info!(format = %src.describe(), "opened checkpoint");
     let model = hearth_models::load_model(&backend, src.as_ref())?;
     let info = model.info();
+    phases.push(("load_weights".to_owned(), t.elapsed().as_secs_f64()));
     info!(
         architecture = %info.architecture,
         layers = info.num_layers,
@@ -129,6 +134,7 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
     let t = Instant::now();
     let tokenizer = load_tokenizer(req, &path)?;
     let chat_template = load_template(req, &tokenizer)?;
+    phases.push(("load_tokenizer".to_owned(), t.elapsed().as_secs_f64()));
     info!(
         vocab = tokenizer.vocab_size(),
         chat_template = chat_template.is_some(),
@@ -160,6 +166,7 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
         chat_template,
         max_model_len,
         path,
+        phases,
     })
 }
 

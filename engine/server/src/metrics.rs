@@ -76,6 +76,8 @@ pub struct Metrics {
     finished: [AtomicU64; 3],
     pub tool_parse_failures: AtomicU64,
     pub http_errors_4xx: AtomicU64,
+    /// Startup phases and their seconds (load weights, plan memory, ...), fixed after startup.
+    startup: Vec<(String, f64)>,
 }
 
 impl Metrics {
@@ -93,7 +95,14 @@ impl Metrics {
             finished: Default::default(),
             tool_parse_failures: AtomicU64::new(0),
             http_errors_4xx: AtomicU64::new(0),
+            startup: Vec::new(),
         }
+    }
+
+    /// Adds the startup phase durations (exported as `hearth:startup_phase_seconds`).
+    pub fn with_startup(mut self, phases: Vec<(String, f64)>) -> Self {
+        self.startup = phases;
+        self
     }
 
     /// Records one finished sample.
@@ -192,6 +201,42 @@ impl Metrics {
             "Tool calls that could not be parsed (returned as text).",
             self.tool_parse_failures.load(Ordering::Relaxed) as f64,
         );
+        let _ = writeln!(
+            out,
+            "# HELP hearth:startup_phase_seconds Seconds each startup phase took.\n# TYPE \
+             hearth:startup_phase_seconds gauge"
+        );
+        for (phase, secs) in &self.startup {
+            let _ = writeln!(
+                out,
+                "hearth:startup_phase_seconds{{{l},phase=\"{phase}\"}} {secs}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP vllm:iteration_tokens_total Histogram of the number of tokens per engine step.\n\
+             # TYPE vllm:iteration_tokens_total histogram"
+        );
+        for (b, c) in hearth_runtime::ITERATION_TOKEN_BUCKETS
+            .iter()
+            .zip(&s.iteration_tokens_buckets)
+        {
+            let _ = writeln!(
+                out,
+                "vllm:iteration_tokens_total_bucket{{{l},le=\"{b}\"}} {c}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "vllm:iteration_tokens_total_bucket{{{l},le=\"+Inf\"}} {}",
+            s.steps
+        );
+        let _ = writeln!(
+            out,
+            "vllm:iteration_tokens_total_sum{{{l}}} {}",
+            s.iteration_tokens_sum
+        );
+        let _ = writeln!(out, "vllm:iteration_tokens_total_count{{{l}}} {}", s.steps);
         let _ = writeln!(
             out,
             "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE \

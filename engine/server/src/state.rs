@@ -26,6 +26,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub started: Instant,
     pub ready: Arc<AtomicBool>,
+    /// Normalize Claude Code's prompt-cache busters on /v1/messages (spec server section).
+    pub claude_code_normalization: bool,
+    /// Also drop "Today's date is ..." system lines.
+    pub strip_date_line: bool,
     /// /health fails when the engine has work but has not stepped for this long.
     pub hang_after_secs: f64,
 }

@@ -59,6 +59,8 @@ fn state(api_key: Option<&str>) -> AppState {
             started: Instant::now(),
             ready: Arc::new(AtomicBool::new(true)),
             hang_after_secs: 120.0,
+            claude_code_normalization: true,
+            strip_date_line: true,
         }
     });
     let mut s = base.clone();
@@ -304,6 +306,7 @@ async fn models_tokenize_admin_and_metrics() {
         "vllm:kv_cache_usage_perc",
         "vllm:time_to_first_token_seconds_bucket",
         "vllm:prompt_tokens_total",
+        "vllm:iteration_tokens_total_bucket",
     ] {
         assert!(body.contains(name), "{name} missing");
     }
@@ -482,7 +485,7 @@ async fn claude_code_cache_busters_do_not_bust_the_prefix_cache() {
             "model": MODEL, "max_tokens": 4, "stream": false,
             "system": [
                 {"type": "text", "text": format!("x-anthropic-billing-header: cc_version=2.1; cch={nonce};")},
-                {"type": "text", "text": "You are Claude Code, a coding agent. Follow the user's instructions carefully and keep answers short and precise.", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": format!("You are Claude Code, a coding agent. Follow the user's instructions carefully and keep answers short and precise.\nToday's date is 2026-11-2{}.", if swap { 4 } else { 3 }), "cache_control": {"type": "ephemeral"}},
             ],
             "tools": tools,
             "tool_choice": {"type": "none"},

@@ -74,6 +74,8 @@ pub(crate) struct RawServer {
     pub port: Option<Leaf>,
     pub api_key: Option<Leaf>,
     pub allowed_origins: Option<Leaf>,
+    pub claude_code_normalization: Option<Leaf>,
+    pub strip_date_line: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -97,6 +97,11 @@ pub struct ServerSpec {
     pub api_key: Option<Secret>,
     /// CORS origins allowed to call the API (empty: no CORS headers).
     pub allowed_origins: Vec<String>,
+    /// Normalize Claude Code's prompt-cache busters on /v1/messages (billing-header system
+    /// block, cache_control markers, tool order). Default on.
+    pub claude_code_normalization: bool,
+    /// Also drop a system-prompt line starting "Today's date is" (changes daily). Default off.
+    pub strip_date_line: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -306,6 +306,18 @@ fn server(raw: RawServer, issues: &mut Issues) -> ServerSpec {
             "server.allowed_origins",
             raw.allowed_origins.as_ref(),
         ),
+        claude_code_normalization: boolean(
+            issues,
+            "server.claude_code_normalization",
+            raw.claude_code_normalization.as_ref(),
+        )
+        .unwrap_or(true),
+        strip_date_line: boolean(
+            issues,
+            "server.strip_date_line",
+            raw.strip_date_line.as_ref(),
+        )
+        .unwrap_or(false),
     }
 }
 

@@ -39,8 +39,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         tokenizer,
         chat_template,
         max_model_len,
+        mut phases,
         ..
     } = loaded;
+    phases.push(("total_load".to_owned(), started.elapsed().as_secs_f64()));
     let eos_ids = tokenizer.eos_ids().to_vec();
     let engine = EngineHandle::start(
         EngineParts {
@@ -62,10 +64,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         reasoning_parser: spec.engine.reasoning_parser.map(|p| p.as_str().to_owned()),
         enable_thinking: spec.engine.enable_thinking,
         default_template_kwargs: Arc::new(spec.engine.default_chat_template_kwargs.clone()),
-        metrics: Arc::new(Metrics::new(&spec.served_model_name)),
+        metrics: Arc::new(Metrics::new(&spec.served_model_name).with_startup(phases)),
         started,
         ready: Arc::new(AtomicBool::new(false)),
         hang_after_secs: 120.0,
+        claude_code_normalization: spec.server.claude_code_normalization,
+        strip_date_line: spec.server.strip_date_line,
     };
     let host = a.host.unwrap_or(spec.server.host.clone());
     let port = a.port.unwrap_or(spec.server.port);

@@ -2,9 +2,11 @@
 //! /v1/messages/count_tokens. Requests are mapped onto the chat template's OpenAI-style messages;
 //! generation goes through the same text pipeline as /v1/chat/completions.
 //!
-//! Prompt-cache busters from Claude Code (field notes) are normalized before rendering: a
-//! per-request `x-anthropic-billing-header` system block is dropped and tools are sorted by name,
-//! so identical conversations render to identical prompts and hit the prefix cache.
+//! Prompt-cache busters from Claude Code (field notes) are normalized before rendering (spec:
+//! `server.claude_code_normalization`, on by default): a per-request `x-anthropic-billing-header`
+//! system block is dropped, `cache_control` markers never reach the prompt, tools are sorted by
+//! name, and with `server.strip_date_line` a daily "Today's date is ..." line is dropped, so
+//! identical conversations render to identical prompts and hit the prefix cache.
 
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -45,15 +47,30 @@ struct Prepared {
     thinking: bool,
 }
 
-fn system_text(system: Option<&SystemPrompt>) -> Option<String> {
+/// Which normalizations apply (from the spec's server section).
+#[derive(Clone, Copy)]
+struct Normalize {
+    claude_code: bool,
+    date_line: bool,
+}
+
+fn system_text(system: Option<&SystemPrompt>, norm: Normalize) -> Option<String> {
     let text = match system? {
         SystemPrompt::Text(t) => t.clone(),
         SystemPrompt::Blocks(blocks) => blocks
             .iter()
-            .filter(|b| !b.text.trim_start().starts_with(BILLING_HEADER))
+            .filter(|b| !(norm.claude_code && b.text.trim_start().starts_with(BILLING_HEADER)))
             .map(|b| b.text.as_str())
             .collect::<Vec<_>>()
             .join("\n"),
+    };
+    let text = if norm.date_line {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with("Today's date is"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        text
     };
     (!text.is_empty()).then_some(text)
 }
@@ -62,9 +79,10 @@ fn system_text(system: Option<&SystemPrompt>) -> Option<String> {
 fn template_messages(
     system: Option<&SystemPrompt>,
     messages: &[Message],
+    norm: Normalize,
 ) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::new();
-    if let Some(s) = system_text(system) {
+    if let Some(s) = system_text(system, norm) {
         out.push(json!({"role": "system", "content": s}));
     }
     for (i, m) in messages.iter().enumerate() {
@@ -115,7 +133,7 @@ fn template_messages(
     Ok(out)
 }
 
-fn template_tools(tools: Option<&Vec<Tool>>) -> Result<Vec<Value>, ApiError> {
+fn template_tools(tools: Option<&Vec<Tool>>, norm: Normalize) -> Result<Vec<Value>, ApiError> {
     let mut tools: Vec<&Tool> = tools.into_iter().flatten().collect();
     if let Some(t) = tools
         .iter()
@@ -127,7 +145,9 @@ fn template_tools(tools: Option<&Vec<Tool>>) -> Result<Vec<Value>, ApiError> {
         ));
     }
     // MCP tools arrive in varying order; a stable order keeps the prompt cacheable.
-    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    if norm.claude_code {
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+    }
     Ok(tools
         .into_iter()
         .map(|t| {
@@ -163,7 +183,11 @@ fn prepare(
             "messages is empty; send at least one message",
         ));
     }
-    let tools = template_tools(tools)?;
+    let norm = Normalize {
+        claude_code: s.claude_code_normalization,
+        date_line: s.strip_date_line,
+    };
+    let tools = template_tools(tools, norm)?;
     let use_tools = match tool_choice {
         _ if tools.is_empty() => false,
         Some(ToolChoice::None) => false,
@@ -185,7 +209,7 @@ fn prepare(
         .get("enable_thinking")
         .and_then(Value::as_bool)
         .unwrap_or(true);
-    let msgs = template_messages(system, messages)?;
+    let msgs = template_messages(system, messages, norm)?;
     let text = render(s, &msgs, &tools, true, &kwargs).map_err(ApiError::anthropic)?;
     let prompt = s
         .tokenizer
