@@ -181,6 +181,49 @@ mod tests {
         assert!(stopped.is_none());
     }
 
+    /// Recorded model texts in other families' formats, tokenized with the Qwen3 tokenizer (their
+    /// markers become ordinary pieces) and fed token by token through the server's pipeline.
+    fn run_with(
+        tok: &Tokenizer,
+        text: &str,
+        reasoning_name: &str,
+        tool_name: &str,
+    ) -> (ParsedDelta, Vec<ToolCall>) {
+        let tools = vec![
+            serde_json::json!({"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}),
+        ];
+        let mut t = SampleText::new(
+            tok,
+            StopChecker::new(Vec::new(), Vec::new(), false).unwrap(),
+            Some(reasoning::reasoning_parser(reasoning_name, true).unwrap()),
+            Some(tool::tool_parser(tool_name, &tools).unwrap()),
+            true,
+        );
+        let mut acc = ParsedDelta::default();
+        for id in tok.encode(text, false).unwrap() {
+            merge(&mut acc, t.push(id).unwrap());
+        }
+        merge(&mut acc, t.finish());
+        assert_eq!(t.tool_failures(), 0);
+        (acc, t.tool_calls().to_vec())
+    }
+
+    #[test]
+    fn recorded_glm47_and_deepseek_v31_outputs_become_the_same_calls() {
+        let Some(tok) = qwen3() else { return };
+        let glm = "Checking the forecast.</think>I'll look it up.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>";
+        let ds = "Checking the forecast.</think>I'll look it up.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"days\": 3}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+        for (text, r, t) in [(glm, "glm45", "glm47"), (ds, "deepseek_v3", "deepseek_v31")] {
+            let (d, calls) = run_with(&tok, text, r, t);
+            assert_eq!(d.reasoning, "Checking the forecast.", "{t}");
+            assert_eq!(d.content, "I'll look it up.", "{t}");
+            assert_eq!(calls.len(), 1, "{t}");
+            let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
+            assert_eq!(args, serde_json::json!({"city": "Paris", "days": 3}), "{t}");
+        }
+    }
+
     #[test]
     fn a_stop_string_ends_the_text_before_it() {
         let Some(tok) = qwen3() else { return };
