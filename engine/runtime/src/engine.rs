@@ -200,6 +200,8 @@ impl EngineHandle {
                 prompt_tokens: 0,
                 generation_tokens: 0,
             },
+            prefix_caching: cfg.enable_prefix_caching,
+            parked: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("hearth-engine-core".into())
@@ -316,6 +318,10 @@ struct Core<B: Backend> {
     stats: EngineStats,
     last_step: Instant,
     log: StatsLog,
+    prefix_caching: bool,
+    /// Samples 1..n of a request, held back until sample 0's prefill is cached so that they
+    /// share its prompt blocks instead of each computing them in the same step.
+    parked: HashMap<RequestId, Vec<NewSeq>>,
 }
 
 /// vLLM's periodic stats line, every `STATS_EVERY` while busy.
@@ -370,6 +376,7 @@ impl<B: Backend> Core<B> {
         match cmd {
             Command::Add { id, req, out } => self.add(id, req, out),
             Command::Abort(id) => {
+                self.parked.remove(&id);
                 let ids: Vec<SeqId> = self
                     .seqs
                     .iter()
@@ -407,7 +414,14 @@ impl<B: Backend> Core<B> {
                 max_tokens: req.max_tokens,
                 cache_salt: req.cache_salt.clone(),
             };
-            if let Err(e) = self.sched.add(seq) {
+            let park = index > 0 && self.prefix_caching;
+            let added = if park {
+                self.parked.entry(id).or_default().push(seq);
+                Ok(())
+            } else {
+                self.sched.add(seq)
+            };
+            if let Err(e) = added {
                 // Validated at submit; the cache-size check can still refuse. End the sample.
                 warn!(request = id, error = %e, "engine: request refused");
                 let _ = out.send(EngineOutput {
@@ -478,6 +492,12 @@ impl<B: Backend> Core<B> {
             }
         }
         self.sched.update(&out, &sampled, &finished);
+        // Sample 0 of a request has computed (and cached) the prompt: admit its siblings.
+        for id in &sampled_ids {
+            if id & 0xFF == 0 && self.parked.contains_key(&(id >> 8)) {
+                self.release_parked(id >> 8);
+            }
+        }
         self.stats.generation_tokens += sampled.len() as u64;
         self.stats.steps += 1;
         self.stats.observe_step(out.num_tokens);
@@ -509,6 +529,16 @@ impl<B: Backend> Core<B> {
             prompt_tokens: self.stats.prompt_tokens,
             generation_tokens: self.stats.generation_tokens,
         };
+    }
+
+    fn release_parked(&mut self, request: RequestId) {
+        for seq in self.parked.remove(&request).unwrap_or_default() {
+            let sid = seq.id;
+            if let Err(e) = self.sched.add(seq) {
+                warn!(request, error = %e, "engine: parallel sample refused");
+                self.finish_seq(sid, FinishReason::Abort, None);
+            }
+        }
     }
 
     /// Samples, sends, and decides whether the sample ends. None: the client is gone.

@@ -146,3 +146,28 @@ fn refusals_carry_their_numbers() {
         Err(SubmitError::Closed)
     ));
 }
+
+#[test]
+fn parallel_samples_share_the_prompt_blocks() {
+    let e = engine(128);
+    // 40 tokens = 10 full blocks of 4; each later sample finds them cached (the last block is
+    // recomputed so that a cached block is never written).
+    let mut r = ValidRequest::new((10..50).collect(), 6);
+    r.n = 4;
+    r.params.temperature = 1.0;
+    r.params.seed = Some(3);
+    r.params.ignore_eos = true;
+    let outs = collect(&e, r);
+    assert_eq!(outs.len(), 4 * 6);
+    for i in 0..4 {
+        let last = outs.iter().rfind(|o| o.index == i).unwrap();
+        let m = last.metrics.unwrap();
+        assert_eq!(m.generated_tokens, 6);
+        if i > 0 {
+            assert_eq!(m.cached_tokens, 36, "sample {i}");
+        }
+    }
+    let stats = e.stats().unwrap();
+    assert!(stats.sched.prefix_hit_tokens >= 3 * 36, "{:?}", stats.sched);
+    e.shutdown();
+}
