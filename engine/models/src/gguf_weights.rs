@@ -138,6 +138,10 @@ impl WeightSource for GgufWeights {
         )
     }
 
+    fn gguf(&self) -> Option<&GgufFile> {
+        Some(&self.file)
+    }
+
     fn tensor(&self, name: &str) -> Result<Option<HostWeight>, LoadError> {
         let Some(info) = gguf_name(name).and_then(|g| self.file.tensor(&g)) else {
             return Ok(None);

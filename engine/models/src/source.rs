@@ -20,6 +20,12 @@ pub trait WeightSource {
     /// The tensor, or `None` if the checkpoint does not have it.
     fn tensor(&self, name: &str) -> Result<Option<HostWeight>, LoadError>;
 
+    /// The parsed GGUF file, for checkpoints that are one (its metadata also holds the
+    /// tokenizer), so nothing needs to parse it a second time.
+    fn gguf(&self) -> Option<&crate::gguf::GgufFile> {
+        None
+    }
+
     /// A tensor the architecture cannot do without, checked against the expected shape.
     fn require(&self, name: &str, shape: &[usize]) -> Result<HostWeight, LoadError> {
         let w = self.tensor(name)?.ok_or_else(|| LoadError::MissingTensor {

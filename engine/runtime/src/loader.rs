@@ -2,11 +2,12 @@
 //! backend, load weights, tokenizer and chat template, and log each phase with its duration and
 //! the kernel path each op uses. Formats and devices this build cannot run fail here, at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use hearth_backend::{Backend, CpuBackend};
-use hearth_models::{CausalLm, GgufWeights};
+use hearth_models::gguf::GgufFile;
+use hearth_models::{CausalLm, WeightSource};
 use hearth_spec::{Device, ModelSource, Quantization, ResolvedSpec};
 use hearth_text::{ChatTemplate, Tokenizer};
 use tracing::info;
@@ -132,7 +133,7 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
     }
 
     let t = Instant::now();
-    let tokenizer = load_tokenizer(req, &path)?;
+    let tokenizer = load_tokenizer(req, src.as_ref())?;
     let chat_template = load_template(req, &tokenizer)?;
     phases.push(("load_tokenizer".to_owned(), t.elapsed().as_secs_f64()));
     info!(
@@ -170,17 +171,22 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
     })
 }
 
-fn load_tokenizer(req: &LoadRequest, model_path: &Path) -> Result<Tokenizer, RuntimeError> {
+/// The spec's tokenizer override, else the checkpoint's own (a GGUF's metadata, already parsed,
+/// or tokenizer.json beside the weights).
+fn load_tokenizer(req: &LoadRequest, src: &dyn WeightSource) -> Result<Tokenizer, RuntimeError> {
     let path = match &req.tokenizer {
-        Some(src) => hearth_spec::fetch::resolve_local(src, &req.cache_dir)?,
-        None => model_path.to_path_buf(),
+        Some(s) => hearth_spec::fetch::resolve_local(s, &req.cache_dir)?,
+        None => match src.gguf() {
+            Some(gguf) => return Ok(Tokenizer::from_gguf(&vocab_from_gguf(gguf))?),
+            None => src.path().to_path_buf(),
+        },
     };
     if path.is_dir() {
         return Ok(Tokenizer::from_file(path.join("tokenizer.json"))?);
     }
     if path.extension().is_some_and(|e| e == "gguf") {
-        let gguf = GgufWeights::open(&path)?;
-        return Ok(Tokenizer::from_gguf(&vocab_from_gguf(gguf.file()))?);
+        let gguf = GgufFile::open(&path)?;
+        return Ok(Tokenizer::from_gguf(&vocab_from_gguf(&gguf))?);
     }
     Ok(Tokenizer::from_file(&path)?)
 }
