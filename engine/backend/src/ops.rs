@@ -17,6 +17,9 @@ pub struct RopeSpec {
     pub neox: bool,
     /// Llama 3 frequency scaling, when the checkpoint asks for it.
     pub llama3_scaling: Option<Llama3RopeScaling>,
+    /// Inverse frequency of each rotated pair, computed once by `new` (kernels read it every
+    /// step).
+    pub inv_freq: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,18 +31,30 @@ pub struct Llama3RopeScaling {
 }
 
 impl RopeSpec {
-    /// Inverse frequencies for each rotated pair.
-    pub fn inv_freq(&self) -> Vec<f32> {
-        let half = self.rotary_dim / 2;
-        (0..half)
+    pub fn new(
+        theta: f32,
+        head_dim: usize,
+        rotary_dim: usize,
+        neox: bool,
+        llama3_scaling: Option<Llama3RopeScaling>,
+    ) -> Self {
+        let inv_freq = (0..rotary_dim / 2)
             .map(|i| {
-                let f = 1.0 / self.theta.powf(2.0 * i as f32 / self.rotary_dim as f32);
-                match self.llama3_scaling {
+                let f = 1.0 / theta.powf(2.0 * i as f32 / rotary_dim as f32);
+                match llama3_scaling {
                     Some(s) => llama3_scale(f, s),
                     None => f,
                 }
             })
-            .collect()
+            .collect();
+        RopeSpec {
+            theta,
+            head_dim,
+            rotary_dim,
+            neox,
+            llama3_scaling,
+            inv_freq,
+        }
     }
 }
 

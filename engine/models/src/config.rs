@@ -98,15 +98,9 @@ impl HfConfig {
             .and_then(|p| p.get("rope_theta"))
             .and_then(|v| v.as_f64())
             .unwrap_or(self.rope_theta);
-        let mut rope = RopeSpec {
-            theta: theta as f32,
-            head_dim,
-            rotary_dim,
-            neox: true,
-            llama3_scaling: None,
-        };
+        let rope = |llama3| RopeSpec::new(theta as f32, head_dim, rotary_dim, true, llama3);
         let Some(scaling) = params.or(self.rope_scaling.as_ref().filter(|v| !v.is_null())) else {
-            return Ok(rope);
+            return Ok(rope(None));
         };
         let kind = scaling
             .get("rope_type")
@@ -115,27 +109,24 @@ impl HfConfig {
             .unwrap_or("default");
         let num = |k: &str| scaling.get(k).and_then(|v| v.as_f64()).map(|v| v as f32);
         match kind {
-            "default" => {}
+            "default" => Ok(rope(None)),
             "llama3" => {
                 let field = |k: &str| {
                     num(k)
                         .ok_or_else(|| LoadError::missing_field(path, &format!("rope_scaling.{k}")))
                 };
-                rope.llama3_scaling = Some(Llama3RopeScaling {
+                Ok(rope(Some(Llama3RopeScaling {
                     factor: field("factor")?,
                     low_freq_factor: field("low_freq_factor")?,
                     high_freq_factor: field("high_freq_factor")?,
                     original_max_position_embeddings: field("original_max_position_embeddings")?,
-                });
+                })))
             }
-            other => {
-                return Err(LoadError::Unsupported {
-                    path: path.to_path_buf(),
-                    what: format!("rope_scaling type `{other}`"),
-                    supported: "default, llama3".into(),
-                })
-            }
+            other => Err(LoadError::Unsupported {
+                path: path.to_path_buf(),
+                what: format!("rope_scaling type `{other}`"),
+                supported: "default, llama3".into(),
+            }),
         }
-        Ok(rope)
     }
 }

@@ -293,7 +293,7 @@ impl Backend for CpuBackend {
     }
 
     fn rope(&self, x: &mut Vec<f32>, positions: &[u32], n_heads: usize, rope: &RopeSpec) {
-        let inv_freq = rope.inv_freq();
+        let inv_freq = &rope.inv_freq;
         let hd = rope.head_dim;
         let half = rope.rotary_dim / 2;
         let row_len = n_heads * hd;
