@@ -30,7 +30,7 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
         return next.run(req).await;
     }
     let mut err = ApiError::new(
-        ErrorKind::Unauthorized,
+        ErrorKind::Authentication,
         "missing or wrong API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
     );
     if req.uri().path().starts_with("/v1/messages") {

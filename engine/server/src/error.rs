@@ -1,21 +1,14 @@
-//! The one place HTTP errors become responses: `ApiError` carries a kind, a message written for
-//! the user (naming the field, the value and what is allowed) and the API flavour whose error
-//! shape to answer in (OpenAI or Anthropic). Bad input is always a 4xx.
+//! The one place HTTP errors become responses: `ApiError` carries a kind (hearth-protocol's
+//! `ErrorKind`, which owns the status and `type` strings of both APIs), a message written for the
+//! user (naming the field, the value and what is allowed), and the API flavour whose error shape
+//! to answer in (OpenAI or Anthropic). Bad input is always a 4xx.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use hearth_protocol::{anthropic, openai};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    BadRequest,
-    Unauthorized,
-    NotFound,
-    TooLarge,
-    Unavailable,
-    Internal,
-}
+pub use hearth_protocol::ErrorKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Flavor {
@@ -46,7 +39,7 @@ impl ApiError {
     pub fn bad(param: &str, message: impl Into<String>) -> Self {
         ApiError {
             param: Some(param.to_owned()),
-            ..Self::new(ErrorKind::BadRequest, message)
+            ..Self::new(ErrorKind::InvalidRequest, message)
         }
     }
 
@@ -56,45 +49,23 @@ impl ApiError {
     }
 
     fn status(&self) -> StatusCode {
-        match self.kind {
-            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
-            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
-            ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    fn type_name(&self) -> &'static str {
-        match (self.flavor, self.kind) {
-            (Flavor::OpenAi, ErrorKind::BadRequest | ErrorKind::TooLarge) => {
-                "invalid_request_error"
-            }
-            (Flavor::OpenAi, ErrorKind::Unauthorized) => "authentication_error",
-            (Flavor::OpenAi, ErrorKind::NotFound) => "not_found_error",
-            (Flavor::OpenAi, ErrorKind::Unavailable) => "service_unavailable",
-            (Flavor::OpenAi, ErrorKind::Internal) => "internal_error",
-            (Flavor::Anthropic, ErrorKind::BadRequest) => "invalid_request_error",
-            (Flavor::Anthropic, ErrorKind::Unauthorized) => "authentication_error",
-            (Flavor::Anthropic, ErrorKind::NotFound) => "not_found_error",
-            (Flavor::Anthropic, ErrorKind::TooLarge) => "request_too_large",
-            (Flavor::Anthropic, ErrorKind::Unavailable) => "overloaded_error",
-            (Flavor::Anthropic, ErrorKind::Internal) => "api_error",
-        }
+        StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     /// The JSON body (also used for errors inside a stream).
     pub fn body(&self) -> serde_json::Value {
-        match self.flavor {
-            Flavor::OpenAi => json!({"error": {
-                "message": self.message, "type": self.type_name(),
-                "param": self.param, "code": self.status().as_u16(),
-            }}),
-            Flavor::Anthropic => json!({"type": "error", "error": {
-                "type": self.type_name(), "message": self.message,
-            }}),
-        }
+        let body = match self.flavor {
+            Flavor::OpenAi => {
+                let mut e = openai::ErrorResponse::new(self.kind, &self.message);
+                e.error.param = self.param.clone();
+                serde_json::to_value(e)
+            }
+            Flavor::Anthropic => serde_json::to_value(anthropic::error::ErrorResponse::new(
+                self.kind,
+                &self.message,
+            )),
+        };
+        body.unwrap_or_default()
     }
 }
 
@@ -117,10 +88,13 @@ impl IntoResponse for ApiError {
 
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(r: axum::extract::rejection::JsonRejection) -> Self {
-        ApiError::new(
-            ErrorKind::BadRequest,
-            format!("invalid JSON body: {}", r.body_text()),
-        )
+        // A body over the size limit keeps its 413; every other rejection is the client's JSON.
+        let kind = if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ErrorKind::RequestTooLarge
+        } else {
+            ErrorKind::InvalidRequest
+        };
+        ApiError::new(kind, format!("invalid JSON body: {}", r.body_text()))
     }
 }
 
@@ -130,7 +104,7 @@ impl From<hearth_runtime::SubmitError> for ApiError {
             hearth_runtime::SubmitError::Closed => {
                 ApiError::new(ErrorKind::Unavailable, "the engine is shutting down")
             }
-            other => ApiError::new(ErrorKind::BadRequest, other.to_string()),
+            other => ApiError::new(ErrorKind::InvalidRequest, other.to_string()),
         }
     }
 }

@@ -511,3 +511,16 @@ async fn claude_code_cache_busters_do_not_bust_the_prefix_cache() {
         "only {cached} of {total} prompt tokens came from the cache"
     );
 }
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let big = "x".repeat(hearth_server::MAX_BODY_BYTES + 1);
+    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": big}]});
+    let (status, text) = call(state(None), post("/v1/chat/completions", body)).await;
+    assert_eq!(
+        status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        &text[..text.len().min(300)]
+    );
+}

@@ -167,16 +167,7 @@ fn prepare(
     tool_choice: Option<&ToolChoice>,
     thinking: Option<&ThinkingConfig>,
 ) -> Result<Prepared, ApiError> {
-    if model != &*s.model_name {
-        return Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "the model `{model}` does not exist; this server serves `{}`",
-                s.model_name
-            ),
-        )
-        .anthropic());
-    }
+    super::check_model(s, model).map_err(ApiError::anthropic)?;
     if messages.is_empty() {
         return Err(bad(
             "messages",

@@ -66,25 +66,8 @@ fn now() -> u64 {
 }
 
 fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, Plan), ApiError> {
-    let unknown = req.unknown_fields();
-    if !unknown.is_empty() {
-        return Err(ApiError::bad(
-            unknown[0],
-            format!(
-                "unknown field(s): {}; see the OpenAI chat completions API",
-                unknown.join(", ")
-            ),
-        ));
-    }
-    if req.model != *s.model_name {
-        return Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "the model `{}` does not exist; this server serves `{}`",
-                req.model, s.model_name
-            ),
-        ));
-    }
+    super::reject_unknown(&req.unknown_fields(), "chat completions")?;
+    super::check_model(s, &req.model)?;
     if req
         .response_format
         .as_ref()

@@ -38,25 +38,8 @@ pub async fn completions(
     body: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(req) = body?;
-    let unknown = req.unknown_fields();
-    if !unknown.is_empty() {
-        return Err(ApiError::bad(
-            unknown[0],
-            format!(
-                "unknown field(s): {}; see the OpenAI completions API",
-                unknown.join(", ")
-            ),
-        ));
-    }
-    if req.model != *s.model_name {
-        return Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "the model `{}` does not exist; this server serves `{}`",
-                req.model, s.model_name
-            ),
-        ));
-    }
+    super::reject_unknown(&req.unknown_fields(), "completions")?;
+    super::check_model(&s, &req.model)?;
     if req.suffix.is_some() {
         return Err(ApiError::bad(
             "suffix",
