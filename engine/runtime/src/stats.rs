@@ -34,9 +34,7 @@ impl EngineStats {
     pub fn prefix_hit_rate(&self) -> f64 {
         self.sched.prefix_hit_tokens as f64 / self.sched.prefix_query_tokens.max(1) as f64
     }
-}
 
-impl EngineStats {
     /// Records one step's token count in the histogram.
     pub fn observe_step(&mut self, tokens: usize) {
         for (b, c) in ITERATION_TOKEN_BUCKETS

@@ -75,7 +75,6 @@ pub struct Metrics {
     hist: Mutex<Histograms>,
     finished: [AtomicU64; 3],
     pub tool_parse_failures: AtomicU64,
-    pub http_errors_4xx: AtomicU64,
     /// Startup phases and their seconds (load weights, plan memory, ...), fixed after startup.
     startup: Vec<(String, f64)>,
 }
@@ -94,7 +93,6 @@ impl Metrics {
             }),
             finished: Default::default(),
             tool_parse_failures: AtomicU64::new(0),
-            http_errors_4xx: AtomicU64::new(0),
             startup: Vec::new(),
         }
     }

@@ -1,46 +1,15 @@
 //! Test support shared by the integration tests.
 //!
-//! `vocab_from_gguf` is written to move as-is into hearth-models (which owns GGUF reading) for
-//! production use; hearth-text itself never depends on hearth-models.
+//! hearth-text itself never depends on hearth-models or hearth-runtime; its tests use them to
+//! read GGUF vocabularies the way the engine does.
 
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
-use hearth_models::gguf::{GgufFile, GgufValue};
-use hearth_text::GgufVocab;
-
-/// The `tokenizer.*` metadata of a GGUF file, with llama.cpp's defaults for absent flags.
-pub fn vocab_from_gguf(f: &GgufFile) -> GgufVocab {
-    let model = f
-        .get_str("tokenizer.ggml.model")
-        .unwrap_or_default()
-        .to_owned();
-    let pre = f.get_str("tokenizer.ggml.pre").map(str::to_owned);
-    let id = |key: &str| f.get_u64(key).and_then(|v| u32::try_from(v).ok());
-    let flag = |key: &str| f.get(key).and_then(GgufValue::as_bool);
-    GgufVocab {
-        tokens: f.string_array("tokenizer.ggml.tokens").unwrap_or_default(),
-        scores: f.f32_array("tokenizer.ggml.scores"),
-        token_types: f
-            .i64_array("tokenizer.ggml.token_type")
-            .map(|v| v.into_iter().map(|t| t as i32).collect()),
-        merges: f.string_array("tokenizer.ggml.merges"),
-        bos_id: id("tokenizer.ggml.bos_token_id"),
-        eos_id: id("tokenizer.ggml.eos_token_id"),
-        eot_id: id("tokenizer.ggml.eot_token_id"),
-        eom_id: id("tokenizer.ggml.eom_token_id"),
-        unk_id: id("tokenizer.ggml.unknown_token_id"),
-        pad_id: id("tokenizer.ggml.padding_token_id"),
-        add_bos: flag("tokenizer.ggml.add_bos_token")
-            .unwrap_or_else(|| GgufVocab::default_add_bos(&model, pre.as_deref())),
-        add_eos: flag("tokenizer.ggml.add_eos_token").unwrap_or(false),
-        add_space_prefix: flag("tokenizer.ggml.add_space_prefix"),
-        chat_template: f.get_str("tokenizer.chat_template").map(str::to_owned),
-        model,
-        pre,
-    }
-}
+/// The production mapping of GGUF metadata to a vocabulary (hearth-runtime owns it, since it
+/// joins hearth-models' GGUF reader and this crate).
+pub use hearth_runtime::vocab_from_gguf;
 
 /// /work/shared (real tokenizer files): $HEARTH_SHARED, else ../shared beside the workspace root.
 pub fn shared_dir() -> PathBuf {
