@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 /// The production mapping of GGUF metadata to a vocabulary (hearth-runtime owns it, since it
 /// joins hearth-models' GGUF reader and this crate).
+#[allow(unused_imports)] // not every test binary that includes this module reads GGUF files
 pub use hearth_runtime::vocab_from_gguf;
 
 /// /work/shared (real tokenizer files): $HEARTH_SHARED, else ../shared beside the workspace root.
