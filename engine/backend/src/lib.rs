@@ -2,6 +2,8 @@
 //! checked against, and the embedded default's engine).
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod dtype;
 mod error;
 mod ops;
@@ -9,9 +11,12 @@ pub mod quant;
 mod weight;
 
 pub use cpu::CpuBackend;
+#[cfg(feature = "cuda")]
+pub use cuda::CudaBackend;
 pub use dtype::{DType, GgmlType};
 pub use error::BackendError;
 pub use ops::{
-    AttnMetadata, AttnShape, Backend, KvCacheSpec, Llama3RopeScaling, RopeSpec, SeqAttn,
+    AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling, RopeSpec,
+    SeqAttn,
 };
 pub use weight::{HostWeight, WeightData};

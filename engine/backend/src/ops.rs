@@ -116,6 +116,17 @@ pub struct AttnMetadata {
     pub slot_mapping: Vec<u32>,
 }
 
+/// One step's tokens, the plain data a model runner hands a model: mixed prefill chunks and
+/// decode rows, concatenated per sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardBatch {
+    pub tokens: Vec<u32>,
+    pub positions: Vec<u32>,
+    pub attn: AttnMetadata,
+    /// Rows of `tokens` whose logits are wanted (usually each sequence's last token).
+    pub logits_rows: Vec<usize>,
+}
+
 /// Attention head layout of one layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnShape {
@@ -133,6 +144,9 @@ pub trait Backend: Send + Sync {
     type Buf: Send;
     /// The paged KV cache of all layers.
     type KvCache: Send;
+    /// One step's batch metadata as the ops read it (on the device for a GPU backend: token
+    /// ids, positions, slots, block tables), staged once by `begin_step`.
+    type Step: Send;
 
     fn name(&self) -> &'static str;
     /// Runs `f` (a whole forward pass) in the backend's execution context: the CPU backend runs
@@ -145,11 +159,14 @@ pub trait Backend: Send + Sync {
     fn describe(&self, w: &Self::Weight) -> String;
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<Self::KvCache, BackendError>;
 
+    /// Starts a forward pass over `batch`: stages its metadata for the ops below. Buffers from
+    /// `buf` live until the next `begin_step`.
+    fn begin_step(&self, batch: &ForwardBatch) -> Self::Step;
     fn buf(&self, len: usize) -> Self::Buf;
     fn to_host(&self, x: &Self::Buf) -> Vec<f32>;
 
-    /// out[i] = table[ids[i]].
-    fn embedding(&self, table: &Self::Weight, ids: &[u32], out: &mut Self::Buf);
+    /// out[i] = table[tokens[i]] for the step's tokens.
+    fn embedding(&self, table: &Self::Weight, step: &Self::Step, out: &mut Self::Buf);
     /// out[rows, w.rows] = x[rows, w.cols] * w^T (+ bias); `prefill[r]` says row r's kind (see
     /// `AttnMetadata::prefill`), and its length is the row count.
     fn linear(
@@ -171,8 +188,8 @@ pub trait Backend: Send + Sync {
         eps: f32,
         out: &mut Self::Buf,
     );
-    /// In place rotary embedding of `x` = [rows, n_heads * head_dim] at `positions`.
-    fn rope(&self, x: &mut Self::Buf, positions: &[u32], n_heads: usize, rope: &RopeSpec);
+    /// In place rotary embedding of `x` = [rows, n_heads * head_dim] at the step's positions.
+    fn rope(&self, x: &mut Self::Buf, step: &Self::Step, n_heads: usize, rope: &RopeSpec);
     /// out[r] = silu(gate[r]) * up[r], elementwise.
     fn silu_mul(&self, gate: &Self::Buf, up: &Self::Buf, out: &mut Self::Buf);
     /// Writes this step's K and V rows into their cache slots.
@@ -182,7 +199,7 @@ pub trait Backend: Send + Sync {
         layer: usize,
         k: &Self::Buf,
         v: &Self::Buf,
-        slot_mapping: &[u32],
+        step: &Self::Step,
     );
     /// Causal paged attention: queries [tokens, n_heads * head_dim] against the cache.
     fn attention(
@@ -191,9 +208,15 @@ pub trait Backend: Send + Sync {
         layer: usize,
         q: &Self::Buf,
         shape: AttnShape,
-        meta: &AttnMetadata,
+        step: &Self::Step,
         out: &mut Self::Buf,
     );
-    /// Copies rows `rows` of `x` (row length `cols`) into `out`.
-    fn gather_rows(&self, x: &Self::Buf, cols: usize, rows: &[usize], out: &mut Self::Buf);
+    /// Copies the step's logits rows of `x` (row length `cols`) into `out`.
+    fn gather_logits_rows(
+        &self,
+        x: &Self::Buf,
+        cols: usize,
+        step: &Self::Step,
+        out: &mut Self::Buf,
+    );
 }

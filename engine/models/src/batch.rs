@@ -1,13 +1,4 @@
-//! `ForwardBatch`: the plain data a model runner hands a model for one step.
+//! `ForwardBatch`: the plain data a model runner hands a model for one step. It lives in
+//! hearth-backend, whose `begin_step` stages it for the device; re-exported here for callers.
 
-use hearth_backend::AttnMetadata;
-
-/// One step's tokens: mixed prefill chunks and decode rows, concatenated per sequence.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ForwardBatch {
-    pub tokens: Vec<u32>,
-    pub positions: Vec<u32>,
-    pub attn: AttnMetadata,
-    /// Rows of `tokens` whose logits are wanted (usually each sequence's last token).
-    pub logits_rows: Vec<usize>,
-}
+pub use hearth_backend::ForwardBatch;

@@ -128,6 +128,8 @@ impl<B: Backend> DenseDecoder<B> {
             vocab_size: cfg.vocab_size,
             num_layers: cfg.num_hidden_layers,
             max_position_embeddings: cfg.max_position_embeddings,
+            // x, h, o, down, last + q, attn, normed + k, v + gate, up, act (see forward).
+            activation_floats_per_token: 5 * h + 3 * q_dim + 2 * kv_dim + 3 * dims.inter,
             kernel_paths: vec![
                 ("attention projections", backend.describe(&layers[0].q)),
                 ("mlp", backend.describe(&layers[0].gate)),
@@ -176,8 +178,9 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
             head_dim: d.head_dim,
             scale: 1.0 / (d.head_dim as f32).sqrt(),
         };
+        let step = b.begin_step(batch);
         let mut x = b.buf(0);
-        b.embedding(&self.embed, &batch.tokens, &mut x);
+        b.embedding(&self.embed, &step, &mut x);
         let (mut h, mut q, mut k, mut v) = (b.buf(0), b.buf(0), b.buf(0), b.buf(0));
         let (mut attn, mut o, mut g, mut u, mut act, mut down) =
             (b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0));
@@ -194,10 +197,10 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
                 b.rms_norm(&k, kn, d.eps, &mut normed);
                 std::mem::swap(&mut k, &mut normed);
             }
-            b.rope(&mut q, &batch.positions, d.n_heads, &d.rope);
-            b.rope(&mut k, &batch.positions, d.n_kv_heads, &d.rope);
-            b.write_kv(kv, i, &k, &v, &batch.attn.slot_mapping);
-            b.attention(kv, i, &q, shape, &batch.attn, &mut attn);
+            b.rope(&mut q, &step, d.n_heads, &d.rope);
+            b.rope(&mut k, &step, d.n_kv_heads, &d.rope);
+            b.write_kv(kv, i, &k, &v, &step);
+            b.attention(kv, i, &q, shape, &step, &mut attn);
             b.linear(&attn, kinds, &l.o, None, &mut o);
             b.add_rms_norm(&mut x, &o, &l.ffn_norm, d.eps, &mut h);
             b.linear(&h, kinds, &l.gate, None, &mut g);
@@ -211,7 +214,7 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
             b.add_rms_norm(&mut x, &down, next_norm, d.eps, &mut h);
         }
         let mut last = b.buf(0);
-        b.gather_rows(&h, d.hidden, &batch.logits_rows, &mut last);
+        b.gather_logits_rows(&h, d.hidden, &step, &mut last);
         let mut logits = b.buf(0);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         // The head always takes the generated-row path: one sampled prompt row would otherwise

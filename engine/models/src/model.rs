@@ -17,6 +17,9 @@ pub struct ModelInfo {
     pub vocab_size: usize,
     pub num_layers: usize,
     pub max_position_embeddings: Option<usize>,
+    /// f32 activation values one token of a forward pass holds at once, summed over all the
+    /// buffers the model keeps (the GPU memory plan sizes the activation arena from it).
+    pub activation_floats_per_token: usize,
     /// (op, kernel path) pairs for the startup log.
     pub kernel_paths: Vec<(String, String)>,
 }

@@ -1,6 +1,6 @@
 //! transformers checkpoint directories as a `WeightSource`: config.json plus one
 //! `model.safetensors` or shards listed in `model.safetensors.index.json`, each mmap'd once.
-//! Dense f32/f16/bf16 tensors are widened to f32 for the CPU backend.
+//! Dense f32/f16/bf16 tensors are handed over as raw bytes; each backend picks its layout.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -162,12 +162,14 @@ impl WeightSource for SafetensorsWeights {
                 ),
             ));
         }
-        let mut v = vec![0f32; n];
-        hearth_backend::quant::dequantize_row(ty, bytes, &mut v);
+        // Raw bytes: each backend widens or keeps them (the CPU widens to f32, CUDA keeps bf16).
         Ok(Some(HostWeight {
             name: name.to_owned(),
             shape: e.shape.clone(),
-            data: WeightData::F32(v),
+            data: WeightData::Ggml {
+                ty,
+                bytes: bytes.to_vec(),
+            },
         }))
     }
 }

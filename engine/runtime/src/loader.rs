@@ -5,13 +5,15 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use hearth_backend::{Backend, CpuBackend};
+use hearth_backend::Backend;
 use hearth_models::gguf::GgufFile;
 use hearth_models::{CausalLm, WeightSource};
 use hearth_spec::{Device, ModelSource, Quantization, ResolvedSpec};
 use hearth_text::{ChatTemplate, Tokenizer};
 use tracing::info;
 
+use crate::device::{pick, DeviceBackend, ModelEngine, OnBackend, Picked};
+use crate::engine::{EngineConfig, EngineHandle};
 use crate::gguf_vocab::vocab_from_gguf;
 use crate::RuntimeError;
 
@@ -25,6 +27,8 @@ pub struct LoadRequest {
     pub quantization: Option<Quantization>,
     pub threads: Option<u32>,
     pub max_model_len: Option<u32>,
+    /// Fraction of GPU memory the engine may use (weights, activations, KV cache).
+    pub gpu_memory_utilization: f64,
     pub cache_dir: PathBuf,
     /// Scheduling settings (the spec's vLLM flags).
     pub max_num_seqs: usize,
@@ -44,6 +48,7 @@ impl LoadRequest {
             quantization: spec.engine.quantization,
             threads: spec.engine.threads,
             max_model_len: spec.engine.max_model_len,
+            gpu_memory_utilization: spec.engine.gpu_memory_utilization,
             cache_dir: spec.cache_dir.clone(),
             max_num_seqs: spec.engine.max_num_seqs as usize,
             max_num_batched_tokens: spec.engine.max_num_batched_tokens.map(|n| n as usize),
@@ -63,6 +68,7 @@ impl LoadRequest {
             quantization: None,
             threads: None,
             max_model_len: None,
+            gpu_memory_utilization: 0.9,
             cache_dir: hearth_spec::fetch::default_cache_dir(),
             max_num_seqs: 256,
             max_num_batched_tokens: None,
@@ -73,7 +79,7 @@ impl LoadRequest {
     }
 }
 
-/// A model ready to run, with everything needed to talk to it in text.
+/// A model ready to run on a known backend, with everything needed to talk to it in text.
 pub struct LoadedModel<B: Backend> {
     pub backend: B,
     pub model: Box<dyn CausalLm<B>>,
@@ -85,17 +91,66 @@ pub struct LoadedModel<B: Backend> {
     pub phases: Vec<(String, f64)>,
 }
 
+/// A model ready to run on whichever backend `load` picked.
+pub struct Loaded {
+    pub engine: Box<dyn ModelEngine>,
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<ChatTemplate>,
+    pub max_model_len: usize,
+    pub path: PathBuf,
+    pub phases: Vec<(String, f64)>,
+}
+
+impl Loaded {
+    /// The engine's scheduling and memory plan for this model.
+    pub fn plan(&self, req: &LoadRequest) -> Result<EngineConfig, RuntimeError> {
+        self.engine.plan(req, self.max_model_len)
+    }
+}
+
+impl<B: DeviceBackend> From<LoadedModel<B>> for Loaded
+where
+    B::KvCache: 'static,
+{
+    fn from(m: LoadedModel<B>) -> Self {
+        Loaded {
+            engine: Box::new(OnBackend {
+                backend: m.backend,
+                model: m.model,
+            }),
+            tokenizer: m.tokenizer,
+            chat_template: m.chat_template,
+            max_model_len: m.max_model_len,
+            path: m.path,
+            phases: m.phases,
+        }
+    }
+}
+
+/// Starts the engine thread for a loaded model (the tokenizer stays with the caller).
+pub fn start(
+    engine: Box<dyn ModelEngine>,
+    cfg: EngineConfig,
+    max_model_len: usize,
+    tokenizer: &Tokenizer,
+) -> Result<EngineHandle, RuntimeError> {
+    engine.start(cfg, max_model_len, tokenizer.eos_ids().to_vec())
+}
+
 /// Default context when neither the spec nor the checkpoint says.
 const FALLBACK_MAX_MODEL_LEN: usize = 4096;
 
-/// Loads onto the CPU backend, the one backend of this build.
-pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> {
-    let t_start = Instant::now();
-    if req.device == Device::Cuda {
-        return Err(RuntimeError::Unsupported(
-            "engine.device cuda: this build has no CUDA backend yet (supported: cpu, auto)".into(),
-        ));
-    }
+/// Resolves the source, picks the backend (`engine.device`), and loads the model onto it.
+pub fn load(req: &LoadRequest) -> Result<Loaded, RuntimeError> {
+    check_request(req)?;
+    Ok(match pick(req)? {
+        Picked::Cpu(b) => load_on(req, b)?.into(),
+        #[cfg(feature = "cuda")]
+        Picked::Cuda(b) => load_on(req, b)?.into(),
+    })
+}
+
+fn check_request(req: &LoadRequest) -> Result<(), RuntimeError> {
     if let Some(q) = req.quantization {
         return Err(RuntimeError::Unsupported(format!(
             "engine.quantization {}: this build runs unquantized safetensors and GGUF blocks only \
@@ -103,18 +158,22 @@ pub fn load(req: &LoadRequest) -> Result<LoadedModel<CpuBackend>, RuntimeError> 
             q.as_str()
         )));
     }
+    Ok(())
+}
+
+/// Loads onto a given backend.
+pub fn load_on<B: DeviceBackend>(
+    req: &LoadRequest,
+    backend: B,
+) -> Result<LoadedModel<B>, RuntimeError> {
+    check_request(req)?;
+    let t_start = Instant::now();
     let mut phases = Vec::new();
     let t = Instant::now();
     let path = hearth_spec::fetch::resolve_local(&req.model, &req.cache_dir)?;
     phases.push(("resolve_source".to_owned(), t.elapsed().as_secs_f64()));
     info!(source = %req.model, path = %path.display(), secs = t.elapsed().as_secs_f32(), "resolved model source");
-
-    let backend = CpuBackend::new(req.threads.unwrap_or(0) as usize)?;
-    info!(
-        backend = backend.name(),
-        threads = backend.threads(),
-        "backend chosen (device auto -> cpu: no GPU backend in this build)"
-    );
+    info!(backend = %backend.label(), "backend ready");
 
     let t = Instant::now();
     let src = hearth_models::open(&path)?;
@@ -204,48 +263,4 @@ fn load_template(req: &LoadRequest, tok: &Tokenizer) -> Result<Option<ChatTempla
     let bos = tok.bos_token().map(str::to_owned);
     let eos = tok.eos_token().map(str::to_owned);
     Ok(Some(ChatTemplate::new(&source, bos, eos)?))
-}
-
-/// KV cache memory on the CPU backend when `HEARTH_CPU_KV_GIB` does not say (vLLM's CPU backend
-/// has the same knob as VLLM_CPU_KVCACHE_SPACE).
-const DEFAULT_CPU_KV_GIB: f64 = 1.0;
-
-/// The engine's scheduling and memory plan for a loaded model, logged with its reasons.
-pub fn plan_engine<B: Backend>(req: &LoadRequest, m: &LoadedModel<B>) -> crate::EngineConfig {
-    let block_size = req.block_size.max(1);
-    let gib = std::env::var("HEARTH_CPU_KV_GIB")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| *v > 0.0)
-        .unwrap_or(DEFAULT_CPU_KV_GIB);
-    let per_token = m.model.kv_spec(1, 1).bytes_per_token(4);
-    let budget_blocks = ((gib * (1u64 << 30) as f64) as usize / (per_token * block_size)).max(1);
-    // No point in more blocks than every sequence at full length needs.
-    let useful_blocks = req.max_num_seqs * m.max_model_len.div_ceil(block_size);
-    let num_blocks = budget_blocks
-        .min(useful_blocks)
-        .max(m.max_model_len.div_ceil(block_size));
-    let max_num_batched_tokens = req
-        .max_num_batched_tokens
-        .unwrap_or(if req.enable_chunked_prefill {
-            2048
-        } else {
-            m.max_model_len
-        })
-        .max(req.max_num_seqs.min(m.max_model_len));
-    info!(
-        kv_gib = gib,
-        bytes_per_token = per_token,
-        num_blocks,
-        kv_tokens = num_blocks * block_size,
-        "phase: plan memory (CPU KV cache, f32)"
-    );
-    crate::EngineConfig {
-        max_num_seqs: req.max_num_seqs,
-        max_num_batched_tokens,
-        block_size,
-        num_blocks,
-        enable_prefix_caching: req.enable_prefix_caching,
-        enable_chunked_prefill: req.enable_chunked_prefill,
-    }
 }

@@ -47,7 +47,7 @@ fn smollm2() -> Parts {
         )
         .unwrap();
         let req = hearth_runtime::LoadRequest::from_source(source);
-        let loaded = hearth_runtime::load(&req).unwrap();
+        let loaded = hearth_runtime::load_on(&req, CpuBackend::new(0).unwrap()).unwrap();
         let mut parts = EngineParts::from(loaded);
         parts.max_model_len = 512;
         parts

@@ -2,18 +2,28 @@
 //! scaling, untied head), Qwen2 (qkv bias, tied) and Qwen3 (q/k norm, bf16 weights) checkpoints
 //! and their reference logits, written by tests/fixtures/make_tiny.py.
 //!
-//! Tolerance: max |logit diff| <= 1e-4. Both sides compute in f32 on identical weights; only the
-//! summation order differs (observed ~1e-5), so anything near 1e-3 would mean a real bug.
+//! The same test bodies run on every backend (`check::<B>`): the CPU always; CUDA when built
+//! with the `cuda` feature and HEARTH_TEST_CUDA=1 is set (on a machine with a GPU).
+//!
+//! Tolerance on the CPU: max |logit diff| <= 1e-4. Both sides compute in f32 on identical weights;
+//! only the summation order differs (observed ~1e-5), so anything near 1e-3 would mean a real bug.
+//! On CUDA: 5e-2 (observed up to 2.5e-2 on an H100), bf16's tolerance: matrices are stored in bf16
+//! (the llama and qwen2 fixtures are f32, so their weights round at 2^-9 relative), the KV cache
+//! is bf16 and GEMM inputs past 8 rows are rounded to bf16. Random tiny models have near-tied
+//! logits, so on CUDA greedy continuations are reported, not required to match (SmolLM2's real
+//! greedy tokens are compared CUDA vs CPU on the GPU machine, tests/device/run.sh).
 
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 
-use hearth_backend::CpuBackend;
+use hearth_backend::{Backend, CpuBackend};
 use hearth_runtime::{Generator, SamplingParams};
 use serde::Deserialize;
 
-const TOLERANCE: f32 = 1e-4;
+const CPU_TOLERANCE: f32 = 1e-4;
+#[cfg(feature = "cuda")]
+const CUDA_TOLERANCE: f32 = 5e-2;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -43,43 +53,43 @@ fn max_diff(got: &[f32], want: &[Vec<f32>]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn check(arch: &str) {
+fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
     let dir = fixture(arch);
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
             .unwrap();
-    let backend = CpuBackend::new(2).unwrap();
     let src = hearth_models::open(&dir).unwrap();
     assert_eq!(src.config().architecture(), reference.architecture);
-    let model = hearth_models::load_model(&backend, src.as_ref()).unwrap();
+    let model = hearth_models::load_model(backend, src.as_ref()).unwrap();
     for case in &reference.cases {
-        let mut gen = Generator::new(&backend, model.as_ref(), 128).unwrap();
+        let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
         let prefill = max_diff(&gen.prefill_logits(&case.prompt), &case.logits);
-        let mut gen = Generator::new(&backend, model.as_ref(), 128).unwrap();
+        let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
         let decode = max_diff(&gen.decode_logits(&case.prompt), &case.logits);
         println!(
-            "{arch} prompt len {}: max |diff| prefill {prefill:.2e} decode {decode:.2e}",
+            "{arch} on {}, prompt len {}: max |diff| prefill {prefill:.2e} decode {decode:.2e}",
+            backend.name(),
             case.prompt.len()
         );
         assert!(
-            prefill <= TOLERANCE && decode <= TOLERANCE,
+            prefill <= tolerance && decode <= tolerance,
             "{arch}: {prefill} / {decode}"
         );
 
         // Chunked prefill: later chunks attend to the cached prefix through the block table.
         for chunk in [3, 8] {
-            let mut gen = Generator::new(&backend, model.as_ref(), 128)
+            let mut gen = Generator::new(backend, model.as_ref(), 128)
                 .unwrap()
                 .with_prefill_chunk(chunk);
             let last = gen.prefill(&case.prompt).unwrap();
             let d = max_diff(&last, &case.logits[case.logits.len() - 1..]);
             assert!(
-                d <= TOLERANCE,
+                d <= tolerance,
                 "{arch}: chunked prefill ({chunk}) differs by {d}"
             );
         }
 
-        let mut gen = Generator::new(&backend, model.as_ref(), 128).unwrap();
+        let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
         let mut out = Vec::new();
         gen.generate(
             &case.prompt,
@@ -92,25 +102,49 @@ fn check(arch: &str) {
             },
         )
         .unwrap();
-        assert_eq!(
-            out, case.greedy,
-            "{arch}: greedy continuation of {:?}",
-            case.prompt
-        );
+        if tolerance > CPU_TOLERANCE {
+            let same = out.iter().zip(&case.greedy).take_while(|(a, b)| a == b).count();
+            println!("{arch} on {}: greedy {same}/{} identical", backend.name(), out.len());
+        } else {
+            assert_eq!(
+                out, case.greedy,
+                "{arch}: greedy continuation of {:?}",
+                case.prompt
+            );
+        }
     }
 }
 
-#[test]
-fn llama_matches_transformers() {
-    check("llama");
+fn cpu(arch: &str) {
+    check(&CpuBackend::new(2).unwrap(), arch, CPU_TOLERANCE);
 }
 
-#[test]
-fn qwen2_matches_transformers() {
-    check("qwen2");
+/// The CUDA run of the same body: only with the feature, and only where HEARTH_TEST_CUDA=1 says
+/// a GPU is there (GPU tests are explicit, never silently skipped on a GPU machine).
+#[cfg(feature = "cuda")]
+fn cuda(arch: &str) {
+    if std::env::var("HEARTH_TEST_CUDA").as_deref() != Ok("1") {
+        println!("{arch}: CUDA run skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
+        return;
+    }
+    let backend = hearth_backend::CudaBackend::new(0).unwrap();
+    check(&backend, arch, CUDA_TOLERANCE);
 }
 
-#[test]
-fn qwen3_matches_transformers() {
-    check("qwen3");
+macro_rules! on_every_backend {
+    ($($name:ident => $arch:literal),+ $(,)?) => {
+        mod cpu_backend {
+            $( #[test] fn $name() { super::cpu($arch); } )+
+        }
+        #[cfg(feature = "cuda")]
+        mod cuda_backend {
+            $( #[test] fn $name() { super::cuda($arch); } )+
+        }
+    };
+}
+
+on_every_backend! {
+    llama_matches_transformers => "llama",
+    qwen2_matches_transformers => "qwen2",
+    qwen3_matches_transformers => "qwen3",
 }

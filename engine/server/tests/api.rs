@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use hearth_runtime::{EngineHandle, EngineParts, LoadedModel};
+use hearth_runtime::Loaded;
 use hearth_server::metrics::Metrics;
 use hearth_server::AppState;
 use serde_json::{json, Value};
@@ -27,23 +27,15 @@ fn state(api_key: Option<&str>) -> AppState {
         .unwrap();
         let req = hearth_runtime::LoadRequest::from_source(source);
         let loaded = hearth_runtime::load(&req).unwrap();
-        let mut cfg = hearth_runtime::plan_engine(&req, &loaded);
+        let mut cfg = loaded.plan(&req).unwrap();
         cfg.num_blocks = cfg.num_blocks.min(512);
-        let LoadedModel {
-            backend,
-            model,
+        let Loaded {
+            engine,
             tokenizer,
             chat_template,
             ..
         } = loaded;
-        let eos_ids = tokenizer.eos_ids().to_vec();
-        let parts = EngineParts {
-            backend,
-            model,
-            max_model_len: 1024,
-            eos_ids,
-        };
-        let engine = EngineHandle::start(parts, cfg).unwrap();
+        let engine = hearth_runtime::start(engine, cfg, 1024, &tokenizer).unwrap();
         AppState {
             max_model_len: engine.max_model_len(),
             engine,

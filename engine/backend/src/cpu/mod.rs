@@ -6,7 +6,7 @@ mod linear;
 
 use rayon::prelude::*;
 
-use crate::ops::{AttnMetadata, AttnShape, Backend, KvCacheSpec, RopeSpec};
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec};
 use crate::quant::{repack_q4, repack_q8, Q4Planes, Q8Planes};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
@@ -155,6 +155,7 @@ impl Backend for CpuBackend {
     type Weight = CpuWeight;
     type Buf = Vec<f32>;
     type KvCache = CpuKvCache;
+    type Step = ForwardBatch;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -191,6 +192,11 @@ impl Backend for CpuBackend {
                     )));
                 }
                 Ok(match ty {
+                    GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
+                        let mut data = vec![0f32; rows * cols];
+                        crate::quant::dequantize_row(ty, &bytes, &mut data);
+                        CpuWeight::F32 { rows, cols, data }
+                    }
                     GgmlType::Q4_0 | GgmlType::Q4_1 => CpuWeight::Q4 {
                         rows,
                         cols,
@@ -235,6 +241,10 @@ impl Backend for CpuBackend {
         Ok(CpuKvCache { spec, k, v })
     }
 
+    fn begin_step(&self, batch: &ForwardBatch) -> ForwardBatch {
+        batch.clone()
+    }
+
     fn buf(&self, len: usize) -> Vec<f32> {
         vec![0.0; len]
     }
@@ -243,7 +253,8 @@ impl Backend for CpuBackend {
         x.clone()
     }
 
-    fn embedding(&self, table: &CpuWeight, ids: &[u32], out: &mut Vec<f32>) {
+    fn embedding(&self, table: &CpuWeight, step: &ForwardBatch, out: &mut Vec<f32>) {
+        let ids = &step.tokens;
         let cols = table.cols();
         out.resize(ids.len() * cols, 0.0);
         for (row, &id) in out.chunks_exact_mut(cols).zip(ids) {
@@ -292,7 +303,8 @@ impl Backend for CpuBackend {
         self.rms_norm(residual, w, eps, out);
     }
 
-    fn rope(&self, x: &mut Vec<f32>, positions: &[u32], n_heads: usize, rope: &RopeSpec) {
+    fn rope(&self, x: &mut Vec<f32>, step: &ForwardBatch, n_heads: usize, rope: &RopeSpec) {
+        let positions = &step.positions;
         let inv_freq = &rope.inv_freq;
         let hd = rope.head_dim;
         let half = rope.rotary_dim / 2;
@@ -333,8 +345,9 @@ impl Backend for CpuBackend {
         layer: usize,
         k: &Vec<f32>,
         v: &Vec<f32>,
-        slot_mapping: &[u32],
+        step: &ForwardBatch,
     ) {
+        let slot_mapping = &step.attn.slot_mapping;
         let row = cache.spec.num_kv_heads * cache.spec.head_dim;
         for (t, &slot) in slot_mapping.iter().enumerate() {
             let off = cache.offset(layer, slot as usize);
@@ -349,14 +362,21 @@ impl Backend for CpuBackend {
         layer: usize,
         q: &Vec<f32>,
         shape: AttnShape,
-        meta: &AttnMetadata,
+        step: &ForwardBatch,
         out: &mut Vec<f32>,
     ) {
         self.pool
-            .install(|| attention::paged_attention(cache, layer, q, shape, meta, out));
+            .install(|| attention::paged_attention(cache, layer, q, shape, &step.attn, out));
     }
 
-    fn gather_rows(&self, x: &Vec<f32>, cols: usize, rows: &[usize], out: &mut Vec<f32>) {
+    fn gather_logits_rows(
+        &self,
+        x: &Vec<f32>,
+        cols: usize,
+        step: &ForwardBatch,
+        out: &mut Vec<f32>,
+    ) {
+        let rows = &step.logits_rows;
         out.clear();
         for &r in rows {
             out.extend_from_slice(&x[r * cols..(r + 1) * cols]);

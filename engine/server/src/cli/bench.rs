@@ -35,32 +35,28 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         return serving(a);
     }
     let loaded = hearth_runtime::load(&a.model.request()?)?;
-    let backend = &loaded.backend;
-    let results =
-        hearth_runtime::bench::run(backend, loaded.model.as_ref(), &a.prompt, &a.gen, a.reps)?;
+    let backend = loaded.engine.backend_label();
+    let results = loaded.engine.bench(&a.prompt, &a.gen, a.reps)?;
     let name = loaded
         .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
     let name = name.unwrap_or_default();
     if !a.json {
-        println!("| model | backend | threads | test | t/s |");
-        println!("| --- | --- | ---: | ---: | ---: |");
+        println!("| model | backend | test | t/s |");
+        println!("| --- | --- | ---: | ---: |");
     }
     for r in results {
         if a.json {
             let line = serde_json::json!({
-                "model": name, "backend": "cpu", "threads": backend.threads(), "test": r.test,
+                "model": name, "backend": backend, "test": r.test,
                 "tokens_per_s": r.tokens_per_s_mean, "std": r.tokens_per_s_std,
             });
             println!("{line}");
         } else {
             println!(
-                "| {name} | cpu | {} | {} | {:.2} ± {:.2} |",
-                backend.threads(),
-                r.test,
-                r.tokens_per_s_mean,
-                r.tokens_per_s_std
+                "| {name} | {backend} | {} | {:.2} ± {:.2} |",
+                r.test, r.tokens_per_s_mean, r.tokens_per_s_std
             );
         }
     }
@@ -70,13 +66,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
 fn serving(a: BenchArgs) -> anyhow::Result<()> {
     let req = a.model.request()?;
     let loaded = hearth_runtime::load(&req)?;
-    let mut cfg = hearth_runtime::plan_engine(&req, &loaded);
+    let mut cfg = loaded.plan(&req)?;
     cfg.max_num_seqs = cfg
         .max_num_seqs
         .max(a.concurrency.iter().copied().max().unwrap_or(1));
-    let vocab = loaded.model.info().vocab_size;
-    let threads = loaded.backend.threads();
-    let engine = hearth_runtime::EngineHandle::start(loaded.into(), cfg)?;
+    let vocab = loaded.engine.info().vocab_size;
+    let backend = loaded.engine.backend_label();
+    let engine =
+        hearth_runtime::start(loaded.engine, cfg, loaded.max_model_len, &loaded.tokenizer)?;
     let results = hearth_runtime::bench::run_serving(
         &engine,
         vocab,
@@ -86,9 +83,9 @@ fn serving(a: BenchArgs) -> anyhow::Result<()> {
     )?;
     engine.shutdown();
     println!(
-        "| concurrency | output tok/s | per-request tok/s | TTFT mean | TTFT max |  ({} threads, \
+        "| concurrency | output tok/s | per-request tok/s | TTFT mean | TTFT max |  ({}, \
          prompt {}, output {})",
-        threads, a.serve_prompt, a.serve_gen
+        backend, a.serve_prompt, a.serve_gen
     );
     println!("| ---: | ---: | ---: | ---: | ---: |");
     for r in results {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use hearth_runtime::{EngineHandle, EngineParts, LoadedModel, SamplingParams, ValidRequest};
+use hearth_runtime::{Loaded, SamplingParams, ValidRequest};
 use hearth_text::{ChatRequest, Detokenizer, StopChecker, Tokenizer};
 use serde_json::json;
 
@@ -72,28 +72,18 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
     }
     let req = a.model.request()?;
     let loaded = hearth_runtime::load(&req)?;
-    let cfg = hearth_runtime::plan_engine(&req, &loaded);
+    let cfg = loaded.plan(&req)?;
     let inputs = prompts
         .iter()
         .map(|p| render(&loaded, &a, p))
         .collect::<anyhow::Result<Vec<Vec<u32>>>>()?;
-    let LoadedModel {
-        backend,
-        model,
+    let Loaded {
+        engine,
         tokenizer,
         max_model_len,
         ..
     } = loaded;
-    let eos_ids = tokenizer.eos_ids().to_vec();
-    let engine = EngineHandle::start(
-        EngineParts {
-            backend,
-            model,
-            max_model_len,
-            eos_ids,
-        },
-        cfg,
-    )?;
+    let engine = hearth_runtime::start(engine, cfg, max_model_len, &tokenizer)?;
     let params = SamplingParams {
         temperature: a.temperature,
         top_k: a.top_k,
@@ -154,11 +144,7 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn render(
-    loaded: &LoadedModel<hearth_backend::CpuBackend>,
-    a: &GenerateArgs,
-    prompt: &str,
-) -> anyhow::Result<Vec<u32>> {
+fn render(loaded: &Loaded, a: &GenerateArgs, prompt: &str) -> anyhow::Result<Vec<u32>> {
     let tok: &Tokenizer = &loaded.tokenizer;
     let text = match (&loaded.chat_template, a.raw) {
         (Some(template), false) => {

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch for `hearth-engine`.
 
 mod bench;
+mod check_logits;
 mod check_spec;
 mod generate;
 mod serve;
@@ -25,6 +26,8 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Prompt-processing and generation speed (llama-bench style ppN / tgN).
     Bench(bench::BenchArgs),
+    /// Compare this engine's logits and greedy tokens with a reference (HF transformers' JSON).
+    CheckLogits(check_logits::CheckLogitsArgs),
 }
 
 pub fn init_tracing() {
@@ -44,5 +47,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate(a) => generate::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::CheckLogits(a) => check_logits::run(a),
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use hearth_runtime::{EngineHandle, EngineParts, LoadRequest, LoadedModel};
+use hearth_runtime::{EngineHandle, LoadRequest, Loaded};
 use hearth_server::metrics::Metrics;
 use hearth_server::AppState;
 use tracing::info;
@@ -32,10 +32,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let spec = hearth_spec::load(&a.spec)?;
     let req = LoadRequest::from_spec(&spec);
     let loaded = hearth_runtime::load(&req)?;
-    let cfg = hearth_runtime::plan_engine(&req, &loaded);
-    let LoadedModel {
-        backend,
-        model,
+    let cfg = loaded.plan(&req)?;
+    let Loaded {
+        engine,
         tokenizer,
         chat_template,
         max_model_len,
@@ -43,16 +42,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         ..
     } = loaded;
     phases.push(("total_load".to_owned(), started.elapsed().as_secs_f64()));
-    let eos_ids = tokenizer.eos_ids().to_vec();
-    let engine = EngineHandle::start(
-        EngineParts {
-            backend,
-            model,
-            max_model_len,
-            eos_ids,
-        },
-        cfg,
-    )?;
+    let engine = hearth_runtime::start(engine, cfg, max_model_len, &tokenizer)?;
     let state = AppState {
         engine: engine.clone(),
         tokenizer: Arc::new(tokenizer),

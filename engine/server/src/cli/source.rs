@@ -18,6 +18,9 @@ pub struct ModelArgs {
     /// CPU threads (0 or unset = the spec's engine.threads, else all cores).
     #[arg(long, short = 't')]
     threads: Option<u32>,
+    /// Device: auto (the GPU when one is usable), cpu or cuda; overrides the spec's engine.device.
+    #[arg(long)]
+    device: Option<String>,
 }
 
 impl ModelArgs {
@@ -36,6 +39,10 @@ impl ModelArgs {
         };
         if let Some(t) = self.threads.filter(|&t| t > 0) {
             req.threads = Some(t);
+        }
+        if let Some(d) = &self.device {
+            req.device = hearth_spec::Device::parse(d)
+                .with_context(|| format!("--device {d}: allowed values are auto, cpu, cuda"))?;
         }
         Ok(req)
     }

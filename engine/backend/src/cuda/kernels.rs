@@ -1,0 +1,336 @@
+//! Typed launchers for the kernels in hearth-kernels' fatbin: one method per kernel, each
+//! checking what the kernel assumes. Pointers are raw device addresses (`u64`) of buffers the
+//! backend owns; every launch goes to the backend's one stream.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+
+use crate::BackendError;
+
+/// Rows the GEMV kernels take in one pass (`gemv_bf16_1` .. `gemv_bf16_8`).
+pub const GEMV_MAX_ROWS: usize = 8;
+
+pub struct Kernels {
+    stream: Arc<CudaStream>,
+    embedding: CudaFunction,
+    rms_norm: CudaFunction,
+    add_rms_norm: CudaFunction,
+    rope: CudaFunction,
+    silu_mul: CudaFunction,
+    add_bias: CudaFunction,
+    f32_to_bf16: CudaFunction,
+    gather_rows: CudaFunction,
+    write_kv: CudaFunction,
+    attention: CudaFunction,
+    argmax_rows: CudaFunction,
+    gemv: Vec<CudaFunction>,
+}
+
+fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.0, grid.1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Threads for a row-wise kernel over `n` values: a multiple of 32, at most 1024.
+fn row_threads(n: usize) -> u32 {
+    (n.div_ceil(32) * 32).clamp(32, 256) as u32
+}
+
+/// Grid for a grid-stride elementwise kernel over `n` values.
+fn flat(n: usize) -> LaunchConfig {
+    cfg(((n.div_ceil(256)).clamp(1, 65_535) as u32, 1), 256)
+}
+
+/// Launches `f` with the given arguments on `stream`.
+macro_rules! launch {
+    ($self:ident, $f:ident, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        let mut b = $self.stream.launch_builder(&$self.$f);
+        $( b.arg(&$arg); )+
+        // SAFETY: every pointer argument is a live device allocation owned by the backend, sized
+        // by the caller for the shapes passed alongside (each launcher's doc says which); the
+        // argument list matches the kernel's `extern "C"` signature in cu/*.cu in order and type.
+        unsafe { b.launch($cfg) }.map(|_| ()).map_err(BackendError::from)
+    }};
+}
+
+impl Kernels {
+    pub fn load(module: &Arc<CudaModule>, stream: Arc<CudaStream>) -> Result<Self, BackendError> {
+        let f = |name: &str| module.load_function(name).map_err(BackendError::from);
+        Ok(Kernels {
+            embedding: f("embedding")?,
+            rms_norm: f("rms_norm")?,
+            add_rms_norm: f("add_rms_norm")?,
+            rope: f("rope")?,
+            silu_mul: f("silu_mul")?,
+            add_bias: f("add_bias")?,
+            f32_to_bf16: f("f32_to_bf16")?,
+            gather_rows: f("gather_rows")?,
+            write_kv: f("write_kv")?,
+            attention: f("attention")?,
+            argmax_rows: f("argmax_rows")?,
+            gemv: (1..=GEMV_MAX_ROWS)
+                .map(|m| f(&format!("gemv_bf16_{m}")))
+                .collect::<Result<_, _>>()?,
+            stream,
+        })
+    }
+
+    /// out[rows, cols] (f32) = table[ids[r]] (bf16 [vocab, cols]).
+    pub fn embedding(
+        &self,
+        table: u64,
+        ids: u64,
+        out: u64,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), BackendError> {
+        let cols_i = cols as i32;
+        launch!(
+            self,
+            embedding,
+            cfg((rows as u32, 1), row_threads(cols)),
+            table,
+            ids,
+            out,
+            cols_i
+        )
+    }
+
+    /// RMS norm of each `n`-long chunk of x (`chunks * n` f32) with f32 weight `w[n]`.
+    pub fn rms_norm(
+        &self,
+        x: u64,
+        w: u64,
+        out: u64,
+        chunks: usize,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), BackendError> {
+        let n_i = n as i32;
+        launch!(
+            self,
+            rms_norm,
+            cfg((chunks as u32, 1), row_threads(n)),
+            x,
+            w,
+            out,
+            n_i,
+            eps
+        )
+    }
+
+    /// residual += x; out = rms_norm(residual), over `rows` rows of `n`.
+    pub fn add_rms_norm(
+        &self,
+        residual: u64,
+        x: u64,
+        w: u64,
+        out: u64,
+        (rows, n): (usize, usize),
+        eps: f32,
+    ) -> Result<(), BackendError> {
+        let n_i = n as i32;
+        launch!(
+            self,
+            add_rms_norm,
+            cfg((rows as u32, 1), row_threads(n)),
+            residual,
+            x,
+            w,
+            out,
+            n_i,
+            eps
+        )
+    }
+
+    /// In-place rotary embedding of x = [rows, n_heads * head_dim] at positions `pos[rows]`.
+    pub fn rope(
+        &self,
+        x: u64,
+        pos: u64,
+        inv_freq: u64,
+        rows: usize,
+        shape: RopeShape,
+    ) -> Result<(), BackendError> {
+        let (nh, hd, rd, neox) = (
+            shape.n_heads as i32,
+            shape.head_dim as i32,
+            shape.rotary_dim as i32,
+            shape.neox as i32,
+        );
+        let threads = row_threads(shape.n_heads * shape.rotary_dim / 2);
+        launch!(
+            self,
+            rope,
+            cfg((rows as u32, 1), threads),
+            x,
+            pos,
+            inv_freq,
+            nh,
+            hd,
+            rd,
+            neox
+        )
+    }
+
+    pub fn silu_mul(&self, gate: u64, up: u64, out: u64, n: usize) -> Result<(), BackendError> {
+        launch!(self, silu_mul, flat(n), gate, up, out, n)
+    }
+
+    /// y[rows, cols] += bias[cols].
+    pub fn add_bias(&self, y: u64, bias: u64, cols: usize, n: usize) -> Result<(), BackendError> {
+        let cols_i = cols as i32;
+        launch!(self, add_bias, flat(n), y, bias, cols_i, n)
+    }
+
+    pub fn f32_to_bf16(&self, x: u64, y: u64, n: usize) -> Result<(), BackendError> {
+        launch!(self, f32_to_bf16, flat(n), x, y, n)
+    }
+
+    /// out[i] = x[rows[i]] for `n` gathered rows of `cols`.
+    pub fn gather_rows(
+        &self,
+        x: u64,
+        rows: u64,
+        out: u64,
+        n: usize,
+        cols: usize,
+    ) -> Result<(), BackendError> {
+        let cols_i = cols as i32;
+        launch!(
+            self,
+            gather_rows,
+            cfg((n as u32, 1), row_threads(cols)),
+            x,
+            rows,
+            out,
+            cols_i
+        )
+    }
+
+    /// Writes `rows` K and V rows of `kv_dim` into the layer's bf16 caches at `slots`.
+    pub fn write_kv(
+        &self,
+        k: u64,
+        v: u64,
+        slots: u64,
+        caches: (u64, u64),
+        rows: usize,
+        kv_dim: usize,
+    ) -> Result<(), BackendError> {
+        let (kc, vc) = caches;
+        let d = kv_dim as i32;
+        launch!(
+            self,
+            write_kv,
+            cfg((rows as u32, 1), row_threads(kv_dim)),
+            k,
+            v,
+            slots,
+            kc,
+            vc,
+            d
+        )
+    }
+
+    /// Causal paged attention of `tokens` queries against one layer's caches.
+    pub fn attention(&self, a: &AttnLaunch) -> Result<(), BackendError> {
+        let (nh, nkv, hd, bs) = (
+            a.n_heads as i32,
+            a.n_kv_heads as i32,
+            a.head_dim as i32,
+            a.block_size as i32,
+        );
+        launch!(
+            self,
+            attention,
+            cfg((a.tokens as u32, a.n_heads as u32), 128),
+            a.q,
+            a.k_cache,
+            a.v_cache,
+            a.out,
+            a.tok_seq,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            nkv,
+            hd,
+            bs,
+            a.scale
+        )
+    }
+
+    /// ids[r] = argmax of logits row r (`rows` rows of `vocab`).
+    pub fn argmax_rows(
+        &self,
+        logits: u64,
+        ids: u64,
+        rows: usize,
+        vocab: usize,
+    ) -> Result<(), BackendError> {
+        let v = vocab as i32;
+        launch!(
+            self,
+            argmax_rows,
+            cfg((rows as u32, 1), 1024),
+            logits,
+            ids,
+            v
+        )
+    }
+
+    /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
+    pub fn gemv(
+        &self,
+        w: u64,
+        x: u64,
+        bias: u64,
+        y: u64,
+        (rows, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            (1..=GEMV_MAX_ROWS).contains(&rows),
+            "gemv takes 1..={GEMV_MAX_ROWS} rows"
+        );
+        let (n_i, k_i) = (n as i32, k as i32);
+        let warps = 4;
+        let mut b = self.stream.launch_builder(&self.gemv[rows - 1]);
+        b.arg(&w).arg(&x).arg(&bias).arg(&y).arg(&n_i).arg(&k_i);
+        let c = cfg((n.div_ceil(warps) as u32, 1), 32 * warps as u32);
+        // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
+        // n f32 or 0; the arguments match gemv_bf16_M's signature.
+        unsafe { b.launch(c) }
+            .map(|_| ())
+            .map_err(BackendError::from)
+    }
+}
+
+/// Head layout for `rope`.
+#[derive(Debug, Clone, Copy)]
+pub struct RopeShape {
+    pub n_heads: usize,
+    pub head_dim: usize,
+    pub rotary_dim: usize,
+    pub neox: bool,
+}
+
+/// Everything one attention launch reads.
+pub struct AttnLaunch {
+    pub q: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub out: u64,
+    pub tok_seq: u64,
+    pub seq_info: u64,
+    pub block_tables: u64,
+    pub tokens: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub block_size: usize,
+    pub scale: f32,
+}

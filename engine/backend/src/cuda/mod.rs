@@ -1,0 +1,552 @@
+//! The CUDA backend: bf16 weights in device memory, f32 activations in a per-step arena, a bf16
+//! paged KV cache, our kernels (hearth-kernels' fatbin, loaded once) for every op but the large
+//! GEMMs, which go to cuBLASLt. Libraries are loaded at run time (cudarc dynamic loading), so
+//! the same binary runs on machines without a GPU; `CudaBackend::probe` says whether one is
+//! usable.
+//!
+//! Row kinds: rows of a `linear` with at most `GEMV_MAX_ROWS` rows take the GEMV kernels, whose
+//! per-row arithmetic does not depend on the row count; larger batches take cuBLASLt.
+
+mod arena;
+mod gemm;
+mod kernels;
+mod step;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::nvrtc::Ptx;
+use half::{bf16, f16};
+
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec};
+use crate::{BackendError, GgmlType, HostWeight, WeightData};
+use arena::Arena;
+use gemm::Gemm;
+use kernels::{AttnLaunch, Kernels, RopeShape, GEMV_MAX_ROWS};
+pub use step::CudaStep;
+
+/// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
+pub enum CudaWeight {
+    Matrix {
+        data: CudaSlice<u16>,
+        ptr: u64,
+        rows: usize,
+        cols: usize,
+    },
+    Vector {
+        data: CudaSlice<f32>,
+        ptr: u64,
+    },
+}
+
+impl CudaWeight {
+    fn ptr(&self) -> u64 {
+        match self {
+            CudaWeight::Matrix { ptr, .. } | CudaWeight::Vector { ptr, .. } => *ptr,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            CudaWeight::Matrix { data, .. } => data.len(),
+            CudaWeight::Vector { data, .. } => data.len(),
+        }
+    }
+}
+
+/// An f32 activation buffer in the step arena (see `arena`): valid until the next step.
+#[derive(Debug, Clone, Copy)]
+pub struct CudaBuf {
+    ptr: u64,
+    len: usize,
+    cap: usize,
+}
+
+/// The bf16 paged KV cache, all layers in one K and one V allocation.
+pub struct CudaKvCache {
+    spec: KvCacheSpec,
+    _k: CudaSlice<u16>,
+    _v: CudaSlice<u16>,
+    k: u64,
+    v: u64,
+}
+
+impl CudaKvCache {
+    fn layer(&self, layer: usize) -> (u64, u64) {
+        let s = &self.spec;
+        let elems = s.num_blocks * s.block_size * s.num_kv_heads * s.head_dim;
+        let off = (layer * elems * 2) as u64;
+        (self.k + off, self.v + off)
+    }
+}
+
+/// What the backend mutates while running ops on its one stream.
+struct State {
+    arena: Arena,
+    gemm: Gemm,
+    step: step::Staging,
+    /// bf16 copy of a GEMM's input rows.
+    scratch: Option<(CudaSlice<u16>, u64)>,
+}
+
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    device_name: String,
+    // The Backend trait's ops take &self (models share one backend); the engine thread is the
+    // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
+    state: Mutex<State>,
+}
+
+/// Device facts for the startup log and the memory planner.
+#[derive(Debug, Clone)]
+pub struct CudaDeviceInfo {
+    pub name: String,
+    pub free_bytes: usize,
+    pub total_bytes: usize,
+}
+
+impl CudaBackend {
+    /// Whether the CUDA driver and cuBLASLt can be loaded and at least one GPU is visible.
+    pub fn probe() -> Result<usize, String> {
+        // SAFETY: these only try to dlopen the libraries.
+        let (driver, blas) = unsafe {
+            (
+                cudarc::driver::sys::is_culib_present(),
+                cudarc::cublaslt::sys::is_culib_present(),
+            )
+        };
+        if !driver {
+            return Err("no CUDA driver library (libcuda.so) found".into());
+        }
+        if !blas {
+            return Err("no cuBLASLt library (libcublasLt.so) found".into());
+        }
+        let n = CudaContext::device_count().map_err(|e| format!("CUDA driver: {e}"))?;
+        if n < 1 {
+            return Err("the CUDA driver sees no GPU".into());
+        }
+        Ok(n as usize)
+    }
+
+    pub fn new(ordinal: usize) -> Result<Self, BackendError> {
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: the backend runs everything on one stream, in order, and frees device memory
+        // stream-ordered; cudarc's per-buffer events would only add overhead to every launch.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let module = ctx.load_module(Ptx::from_binary(hearth_kernels::FATBIN.to_vec()))?;
+        let kernels = Kernels::load(&module, stream.clone())?;
+        let device_name = ctx.name()?;
+        let state = State {
+            arena: Arena::new(stream.clone()),
+            gemm: Gemm::new(stream.clone())?,
+            step: step::Staging::default(),
+            scratch: None,
+        };
+        Ok(CudaBackend {
+            ctx,
+            stream,
+            kernels,
+            device_name,
+            state: Mutex::new(state),
+        })
+    }
+
+    pub fn device_info(&self) -> Result<CudaDeviceInfo, BackendError> {
+        let (free, total) = self.ctx.mem_get_info()?;
+        Ok(CudaDeviceInfo {
+            name: self.device_name.clone(),
+            free_bytes: free,
+            total_bytes: total,
+        })
+    }
+
+    /// Sizes the step arena for activations of up to `bytes` (the planner's reserve).
+    pub fn reserve_activations(&self, bytes: usize) -> Result<(), BackendError> {
+        self.state().arena.reserve(bytes)
+    }
+
+    /// Bytes the arena holds now (after a warmup step: the activations' real peak).
+    pub fn activation_bytes(&self) -> usize {
+        self.state().arena.capacity()
+    }
+
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        s.device_ptr(&self.stream).0
+    }
+
+    /// Makes `out` hold `len` f32, from the arena when it is too small.
+    fn ensure(&self, out: &mut CudaBuf, len: usize) {
+        if len > out.cap {
+            *out = self.alloc_buf(len);
+        }
+        out.len = len;
+    }
+
+    fn alloc_buf(&self, len: usize) -> CudaBuf {
+        let ptr = self.state().arena.alloc(len * 4).unwrap_or_else(|e| {
+            panic!("activation arena: {e} (the memory plan reserved too little)")
+        });
+        CudaBuf { ptr, len, cap: len }
+    }
+
+    fn upload_matrix(
+        &self,
+        w: &HostWeight,
+        rows: usize,
+        cols: usize,
+    ) -> Result<CudaWeight, BackendError> {
+        let bits: Vec<u16> = match &w.data {
+            WeightData::F32(v) => v.iter().map(|x| bf16::from_f32(*x).to_bits()).collect(),
+            WeightData::Ggml {
+                ty: GgmlType::BF16,
+                bytes,
+            } => bytes
+                .chunks_exact(2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect(),
+            WeightData::Ggml {
+                ty: GgmlType::F16,
+                bytes,
+            } => bytes
+                .chunks_exact(2)
+                .map(|b| bf16::from_f32(f16::from_le_bytes([b[0], b[1]]).to_f32()).to_bits())
+                .collect(),
+            WeightData::Ggml { ty, bytes } => {
+                let mut row = vec![0f32; cols];
+                let row_bytes = ty.bytes_for(cols);
+                let mut out = Vec::with_capacity(rows * cols);
+                for r in bytes.chunks_exact(row_bytes) {
+                    crate::quant::dequantize_row(*ty, r, &mut row);
+                    out.extend(row.iter().map(|x| bf16::from_f32(*x).to_bits()));
+                }
+                out
+            }
+        };
+        if bits.len() != rows * cols {
+            return Err(BackendError::Weight {
+                name: w.name.clone(),
+                message: format!("{} values for shape {:?}", bits.len(), w.shape),
+            });
+        }
+        let data = self.stream.clone_htod(&bits)?;
+        let ptr = self.dptr(&data);
+        Ok(CudaWeight::Matrix {
+            data,
+            ptr,
+            rows,
+            cols,
+        })
+    }
+
+    fn upload_vector(&self, w: &HostWeight) -> Result<CudaWeight, BackendError> {
+        let n = w.cols();
+        let v = match &w.data {
+            WeightData::F32(v) => v.clone(),
+            WeightData::Ggml { ty, bytes } => {
+                let mut v = vec![0f32; n];
+                crate::quant::dequantize_row(*ty, bytes, &mut v);
+                v
+            }
+        };
+        let data = self.stream.clone_htod(&v)?;
+        let ptr = self.dptr(&data);
+        Ok(CudaWeight::Vector { data, ptr })
+    }
+
+    /// An activation buffer holding `values`, valid until the next step (tests and tools; the
+    /// engine's buffers are written by ops).
+    pub fn buf_from_host(&self, values: &[f32]) -> CudaBuf {
+        let b = self.alloc_buf(values.len());
+        // SAFETY: b was just allocated for values.len() f32; the copy completes before the
+        // synchronize returns.
+        let r = unsafe {
+            cudarc::driver::result::memcpy_htod_async(b.ptr, values, self.stream.cu_stream())
+        }
+        .map_err(BackendError::from)
+        .and_then(|_| self.synchronize());
+        self.check("copy to device", r);
+        b
+    }
+
+    /// Greedy sampling on the device: the argmax of each row of `logits` (`vocab` wide).
+    pub fn argmax(&self, logits: &CudaBuf, vocab: usize) -> Result<Vec<u32>, BackendError> {
+        let rows = logits.len / vocab;
+        let mut ids = self.alloc_buf(rows);
+        ids.len = rows;
+        self.kernels.argmax_rows(logits.ptr, ids.ptr, rows, vocab)?;
+        let mut host = vec![0u32; rows];
+        self.copy_to_host(ids.ptr, &mut host)?;
+        Ok(host)
+    }
+
+    fn copy_to_host<T: cudarc::driver::DeviceRepr>(
+        &self,
+        src: u64,
+        dst: &mut [T],
+    ) -> Result<(), BackendError> {
+        // SAFETY: src is an arena address holding at least dst.len() values of T written by
+        // earlier launches on this stream; the copy is synchronous with respect to the host.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())?;
+        }
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn check(&self, what: &str, r: Result<(), BackendError>) {
+        if let Err(e) = r {
+            panic!("CUDA {what}: {e}");
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    type Weight = CudaWeight;
+    type Buf = CudaBuf;
+    type KvCache = CudaKvCache;
+    type Step = CudaStep;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn upload(&self, w: HostWeight) -> Result<CudaWeight, BackendError> {
+        if w.shape.len() == 1 {
+            self.upload_vector(&w)
+        } else {
+            self.upload_matrix(&w, w.rows(), w.cols())
+        }
+    }
+
+    fn describe(&self, w: &CudaWeight) -> String {
+        match w {
+            CudaWeight::Matrix { .. } => format!(
+                "bf16: gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)"
+            ),
+            CudaWeight::Vector { .. } => "f32 vector".into(),
+        }
+    }
+
+    fn alloc_kv(&self, spec: KvCacheSpec) -> Result<CudaKvCache, BackendError> {
+        let n =
+            spec.num_layers * spec.num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
+        let k = self.stream.alloc_zeros::<u16>(n)?;
+        let v = self.stream.alloc_zeros::<u16>(n)?;
+        let (kp, vp) = (self.dptr(&k), self.dptr(&v));
+        Ok(CudaKvCache {
+            spec,
+            _k: k,
+            _v: v,
+            k: kp,
+            v: vp,
+        })
+    }
+
+    fn begin_step(&self, batch: &ForwardBatch) -> CudaStep {
+        let mut st = self.state();
+        self.check("arena reset", st.arena.reset());
+        self.check(
+            "bind context",
+            self.ctx.bind_to_thread().map_err(Into::into),
+        );
+        let r = st.step.stage(&self.stream, batch);
+        r.unwrap_or_else(|e| panic!("CUDA step metadata upload: {e}"))
+    }
+
+    fn buf(&self, len: usize) -> CudaBuf {
+        self.alloc_buf(len)
+    }
+
+    fn to_host(&self, x: &CudaBuf) -> Vec<f32> {
+        let mut out = vec![0f32; x.len];
+        self.check("copy to host", self.copy_to_host(x.ptr, &mut out));
+        out
+    }
+
+    fn embedding(&self, table: &CudaWeight, step: &CudaStep, out: &mut CudaBuf) {
+        let CudaWeight::Matrix { cols, .. } = table else {
+            panic!("embedding table must be a matrix");
+        };
+        self.ensure(out, step.n_tokens * cols);
+        let r = self
+            .kernels
+            .embedding(table.ptr(), step.tokens, out.ptr, step.n_tokens, *cols);
+        self.check("embedding", r);
+    }
+
+    fn linear(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        w: &CudaWeight,
+        bias: Option<&CudaWeight>,
+        out: &mut CudaBuf,
+    ) {
+        let CudaWeight::Matrix {
+            ptr,
+            rows: n,
+            cols: k,
+            ..
+        } = *w
+        else {
+            panic!("linear weight must be a matrix");
+        };
+        let m = prefill.len();
+        debug_assert_eq!(x.len, m * k);
+        self.ensure(out, m * n);
+        let bias_ptr = bias.map_or(0, |b| b.ptr());
+        let r = if m <= GEMV_MAX_ROWS {
+            self.kernels.gemv(ptr, x.ptr, bias_ptr, out.ptr, (m, n, k))
+        } else {
+            self.gemm(ptr, x, out, (m, n, k)).and_then(|_| match bias {
+                Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
+                None => Ok(()),
+            })
+        };
+        self.check("linear", r);
+    }
+
+    fn rms_norm(&self, x: &CudaBuf, w: &CudaWeight, eps: f32, out: &mut CudaBuf) {
+        let n = w.len();
+        self.ensure(out, x.len);
+        let r = self
+            .kernels
+            .rms_norm(x.ptr, w.ptr(), out.ptr, x.len / n, n, eps);
+        self.check("rms_norm", r);
+    }
+
+    fn add_rms_norm(
+        &self,
+        residual: &mut CudaBuf,
+        x: &CudaBuf,
+        w: &CudaWeight,
+        eps: f32,
+        out: &mut CudaBuf,
+    ) {
+        let n = w.len();
+        self.ensure(out, x.len);
+        let r =
+            self.kernels
+                .add_rms_norm(residual.ptr, x.ptr, w.ptr(), out.ptr, (x.len / n, n), eps);
+        self.check("add_rms_norm", r);
+    }
+
+    fn rope(&self, x: &mut CudaBuf, step: &CudaStep, n_heads: usize, rope: &RopeSpec) {
+        let inv_freq = self.state().step.inv_freq(&self.stream, &rope.inv_freq);
+        let shape = RopeShape {
+            n_heads,
+            head_dim: rope.head_dim,
+            rotary_dim: rope.rotary_dim,
+            neox: rope.neox,
+        };
+        let r = inv_freq.and_then(|f| {
+            self.kernels
+                .rope(x.ptr, step.positions, f, step.n_tokens, shape)
+        });
+        self.check("rope", r);
+    }
+
+    fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, out: &mut CudaBuf) {
+        self.ensure(out, gate.len);
+        let r = self.kernels.silu_mul(gate.ptr, up.ptr, out.ptr, gate.len);
+        self.check("silu_mul", r);
+    }
+
+    fn write_kv(
+        &self,
+        cache: &mut CudaKvCache,
+        layer: usize,
+        k: &CudaBuf,
+        v: &CudaBuf,
+        step: &CudaStep,
+    ) {
+        let kv_dim = cache.spec.num_kv_heads * cache.spec.head_dim;
+        let r = self.kernels.write_kv(
+            k.ptr,
+            v.ptr,
+            step.slots,
+            cache.layer(layer),
+            step.n_tokens,
+            kv_dim,
+        );
+        self.check("write_kv", r);
+    }
+
+    fn attention(
+        &self,
+        cache: &CudaKvCache,
+        layer: usize,
+        q: &CudaBuf,
+        shape: AttnShape,
+        step: &CudaStep,
+        out: &mut CudaBuf,
+    ) {
+        self.ensure(out, q.len);
+        let (k_cache, v_cache) = cache.layer(layer);
+        let r = self.kernels.attention(&AttnLaunch {
+            q: q.ptr,
+            k_cache,
+            v_cache,
+            out: out.ptr,
+            tok_seq: step.tok_seq,
+            seq_info: step.seq_info,
+            block_tables: step.block_tables,
+            tokens: step.n_tokens,
+            n_heads: shape.n_heads,
+            n_kv_heads: shape.n_kv_heads,
+            head_dim: shape.head_dim,
+            block_size: cache.spec.block_size,
+            scale: shape.scale,
+        });
+        self.check("attention", r);
+    }
+
+    fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {
+        self.ensure(out, step.n_logits * cols);
+        if step.n_logits == 0 {
+            return;
+        }
+        let r = self
+            .kernels
+            .gather_rows(x.ptr, step.logits_rows, out.ptr, step.n_logits, cols);
+        self.check("gather_rows", r);
+    }
+}
+
+impl CudaBackend {
+    /// cuBLASLt path: x converted to bf16 in the scratch buffer, then one GEMM into `out`.
+    fn gemm(
+        &self,
+        w: u64,
+        x: &CudaBuf,
+        out: &CudaBuf,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        let mut st = self.state();
+        let need = m * k;
+        if st.scratch.as_ref().is_none_or(|(s, _)| s.len() < need) {
+            // SAFETY: the scratch is written by f32_to_bf16 before cuBLASLt reads it.
+            let s = unsafe { self.stream.alloc::<u16>(need) }?;
+            let p = self.dptr(&s);
+            st.scratch = Some((s, p));
+        }
+        let xs = st
+            .scratch
+            .as_ref()
+            .map(|(_, p)| *p)
+            .expect("scratch was just ensured");
+        self.kernels.f32_to_bf16(x.ptr, xs, need)?;
+        st.gemm.run(w, xs, out.ptr, (m, n, k))
+    }
+}

@@ -1,0 +1,122 @@
+//! Staging one step's metadata on the device: token ids, positions, cache slots, each token's
+//! sequence, per-sequence (query_start, query_len, context_len, block-table offset), the block
+//! tables and the logits rows, packed into one u32 buffer and uploaded with one copy. Also keeps
+//! the rotary inverse frequencies on the device (uploaded once per distinct table).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+
+use crate::ops::ForwardBatch;
+use crate::BackendError;
+
+/// Sections start on 64-element (256-byte) boundaries.
+const SECTION: usize = 64;
+
+/// Device addresses of one step's metadata (see the module doc); valid until the next step.
+#[derive(Debug, Clone)]
+pub struct CudaStep {
+    pub n_tokens: usize,
+    pub n_logits: usize,
+    pub tokens: u64,
+    pub positions: u64,
+    pub slots: u64,
+    pub tok_seq: u64,
+    pub seq_info: u64,
+    pub block_tables: u64,
+    pub logits_rows: u64,
+}
+
+#[derive(Default)]
+pub struct Staging {
+    host: Vec<u32>,
+    device: Option<(CudaSlice<u32>, u64)>,
+    ropes: Vec<(Vec<f32>, CudaSlice<f32>, u64)>,
+}
+
+impl Staging {
+    pub fn stage(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        b: &ForwardBatch,
+    ) -> Result<CudaStep, BackendError> {
+        let h = &mut self.host;
+        h.clear();
+        let section = |h: &mut Vec<u32>, values: &mut dyn Iterator<Item = u32>| -> usize {
+            let start = h.len();
+            h.extend(values);
+            h.resize(h.len().div_ceil(SECTION) * SECTION, 0);
+            start
+        };
+        let n = b.tokens.len();
+        let tokens = section(h, &mut b.tokens.iter().copied());
+        let positions = section(h, &mut b.positions.iter().copied());
+        let slots = section(h, &mut b.attn.slot_mapping.iter().copied());
+        let mut tok_seq = Vec::with_capacity(n);
+        let mut info = Vec::with_capacity(4 * b.attn.seqs.len());
+        let mut table_off = 0u32;
+        for (i, s) in b.attn.seqs.iter().enumerate() {
+            tok_seq.extend(std::iter::repeat_n(i as u32, s.query_len));
+            info.extend([
+                s.query_start as u32,
+                s.query_len as u32,
+                s.context_len as u32,
+                table_off,
+            ]);
+            table_off += s.block_table.len() as u32;
+        }
+        let tok_seq_at = section(h, &mut tok_seq.into_iter());
+        let info_at = section(h, &mut info.into_iter());
+        let tables_at = section(
+            h,
+            &mut b
+                .attn
+                .seqs
+                .iter()
+                .flat_map(|s| s.block_table.iter().copied()),
+        );
+        let rows_at = section(h, &mut b.logits_rows.iter().map(|&r| r as u32));
+
+        if self.device.as_ref().is_none_or(|(d, _)| d.len() < h.len()) {
+            // SAFETY: the buffer is fully written by the copy below before any kernel reads it.
+            let d = unsafe { stream.alloc::<u32>(h.len().next_power_of_two().max(4096)) }?;
+            let p = d.device_ptr(stream).0;
+            self.device = Some((d, p));
+        }
+        let base = self
+            .device
+            .as_ref()
+            .map(|(_, p)| *p)
+            .expect("device staging was just ensured");
+        // SAFETY: the device buffer holds at least h.len() u32; the host vector stays alive (it
+        // is reused) and pageable copies are staged before the call returns.
+        unsafe { cudarc::driver::result::memcpy_htod_async(base, h, stream.cu_stream()) }?;
+        let at = |i: usize| base + 4 * i as u64;
+        Ok(CudaStep {
+            n_tokens: n,
+            n_logits: b.logits_rows.len(),
+            tokens: at(tokens),
+            positions: at(positions),
+            slots: at(slots),
+            tok_seq: at(tok_seq_at),
+            seq_info: at(info_at),
+            block_tables: at(tables_at),
+            logits_rows: at(rows_at),
+        })
+    }
+
+    /// The device copy of a rotary inverse-frequency table, uploaded on first use.
+    pub fn inv_freq(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        inv_freq: &[f32],
+    ) -> Result<u64, BackendError> {
+        if let Some((_, _, p)) = self.ropes.iter().find(|(v, _, _)| v == inv_freq) {
+            return Ok(*p);
+        }
+        let d = stream.clone_htod(inv_freq)?;
+        let p = d.device_ptr(stream).0;
+        self.ropes.push((inv_freq.to_vec(), d, p));
+        Ok(p)
+    }
+}

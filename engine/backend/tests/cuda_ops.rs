@@ -1,0 +1,279 @@
+//! Every CUDA op against the CPU backend (the reference) on random data: GEMV and cuBLASLt
+//! linears with and without bias, norms, rotary embeddings (NeoX and interleaved, partial),
+//! SiLU product, embedding, logits gather, and paged attention over a mixed batch (a chunked
+//! prefill with a cached prefix next to decode rows, GQA, scattered blocks).
+//!
+//! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances are
+//! bf16's: weights, the KV cache and GEMM inputs are stored in bf16 on the GPU.
+#![cfg(feature = "cuda")]
+#![allow(clippy::unwrap_used)]
+
+use hearth_backend::{
+    AttnMetadata, AttnShape, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight,
+    KvCacheSpec, RopeSpec, SeqAttn,
+};
+
+fn gpu() -> Option<CudaBackend> {
+    if std::env::var("HEARTH_TEST_CUDA").as_deref() != Ok("1") {
+        println!("CUDA op tests skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
+        return None;
+    }
+    Some(CudaBackend::new(0).unwrap())
+}
+
+/// Deterministic values in [-1, 1).
+fn rand(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Rounds through bf16, what the GPU stores.
+fn bf(v: &[f32]) -> Vec<f32> {
+    v.iter()
+        .map(|x| half::bf16::from_f32(*x).to_f32())
+        .collect()
+}
+
+fn max_rel(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "lengths");
+    let scale = want.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
+        / scale
+}
+
+/// A one-sequence prefill batch of `n` tokens (for ops that only read the row count).
+fn batch(n: usize) -> ForwardBatch {
+    ForwardBatch {
+        tokens: (0..n as u32).map(|i| i * 7 % 50).collect(),
+        positions: (0..n as u32).map(|i| i * 3 + 1).collect(),
+        attn: AttnMetadata {
+            seqs: vec![SeqAttn {
+                query_start: 0,
+                query_len: n,
+                context_len: n,
+                block_table: vec![],
+            }],
+            prefill: vec![true; n],
+            slot_mapping: (0..n as u32).collect(),
+        },
+        logits_rows: vec![n - 1, 0],
+    }
+}
+
+struct Pair<'a> {
+    cpu: &'a CpuBackend,
+    gpu: &'a CudaBackend,
+}
+
+impl Pair<'_> {
+    fn w(
+        &self,
+        name: &str,
+        shape: Vec<usize>,
+        v: &[f32],
+    ) -> (
+        <CpuBackend as Backend>::Weight,
+        <CudaBackend as Backend>::Weight,
+    ) {
+        // The CPU gets the bf16-rounded values too, so only arithmetic differs.
+        let v = if shape.len() == 2 { bf(v) } else { v.to_vec() };
+        (
+            self.cpu
+                .upload(HostWeight::f32(name, shape.clone(), v.clone()))
+                .unwrap(),
+            self.gpu.upload(HostWeight::f32(name, shape, v)).unwrap(),
+        )
+    }
+}
+
+#[test]
+fn linear_gemv_and_gemm_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (m, n, k, bias) in [
+        (1, 96, 64, false),
+        (3, 40, 72, true),
+        (8, 128, 256, false),
+        (9, 64, 96, true),
+        (40, 200, 128, false),
+        (5, 33, 30, false),
+    ] {
+        let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 1));
+        let (bc, bg) = p.w("b", vec![n], &rand(n, 2));
+        let x = rand(m * k, 3);
+        // GEMM inputs are rounded to bf16 on the GPU past the GEMV rows.
+        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let mut oc = cpu.buf(0);
+        cpu.linear(&xc, &vec![false; m], &wc, bias.then_some(&bc), &mut oc);
+        gpu.begin_step(&batch(m));
+        let xg = upload(&gpu, &x);
+        let mut og = gpu.buf(0);
+        gpu.linear(&xg, &vec![false; m], &wg, bias.then_some(&bg), &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("linear m={m} n={n} k={k} bias={bias}: max rel diff {d:.2e}");
+        assert!(d < 1e-3, "linear m={m} n={n} k={k}: {d}");
+    }
+}
+
+/// Puts host values into a fresh GPU activation buffer.
+fn upload(gpu: &CudaBackend, v: &[f32]) -> <CudaBackend as Backend>::Buf {
+    gpu.buf_from_host(v)
+}
+
+#[test]
+fn norms_rope_silu_embedding_gather_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    let (rows, n) = (5, 96);
+    let b = batch(rows);
+    let sc = cpu.begin_step(&b);
+    let sg = gpu.begin_step(&b);
+    let x = rand(rows * n, 4);
+    let (wc, wg) = p.w("norm", vec![n], &rand(n, 5));
+
+    let mut oc = cpu.buf(0);
+    cpu.rms_norm(&x, &wc, 1e-6, &mut oc);
+    let mut og = gpu.buf(0);
+    gpu.rms_norm(&upload(&gpu, &x), &wg, 1e-6, &mut og);
+    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-5, "rms_norm");
+
+    let r = rand(rows * n, 6);
+    let (mut rc, mut rg) = (r.clone(), upload(&gpu, &r));
+    cpu.add_rms_norm(&mut rc, &x, &wc, 1e-6, &mut oc);
+    gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut og);
+    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-5, "add_rms_norm out");
+    assert!(
+        max_rel(&gpu.to_host(&rg), &rc) < 1e-6,
+        "add_rms_norm residual"
+    );
+
+    for (neox, rotary) in [(true, 32), (false, 32), (true, 16)] {
+        let rope = RopeSpec::new(10000.0, 32, rotary, neox, None);
+        let (mut xc, mut xg) = (x.clone(), upload(&gpu, &x));
+        cpu.rope(&mut xc, &sc, 3, &rope);
+        gpu.rope(&mut xg, &sg, 3, &rope);
+        let d = max_rel(&gpu.to_host(&xg), &xc);
+        assert!(d < 1e-5, "rope neox={neox} rotary={rotary}: {d}");
+    }
+
+    let u = rand(rows * n, 7);
+    cpu.silu_mul(&x, &u, &mut oc);
+    gpu.silu_mul(&upload(&gpu, &x), &upload(&gpu, &u), &mut og);
+    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-5, "silu_mul");
+
+    let (ec, eg) = p.w("embed", vec![50, n], &rand(50 * n, 8));
+    cpu.embedding(&ec, &sc, &mut oc);
+    gpu.embedding(&eg, &sg, &mut og);
+    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-6, "embedding");
+
+    cpu.gather_logits_rows(&x, n, &sc, &mut oc);
+    gpu.gather_logits_rows(&upload(&gpu, &x), n, &sg, &mut og);
+    assert_eq!(gpu.to_host(&og), oc, "gather");
+}
+
+#[test]
+fn paged_attention_matches_cpu_on_a_mixed_batch() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let (n_heads, n_kv, hd, bs) = (8, 2, 64, 4);
+    let spec = KvCacheSpec {
+        num_layers: 2,
+        num_blocks: 32,
+        block_size: bs,
+        num_kv_heads: n_kv,
+        head_dim: hd,
+    };
+    let (mut kc, mut kg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
+    // Sequence A: 13 cached tokens, now a 6-token prefill chunk (positions 13..19) in blocks
+    // [9, 3, 17, 5, 22]. Sequence B: 10 tokens cached, one decode row at position 10 in [1, 30, 7].
+    let a_blocks = vec![9u32, 3, 17, 5, 22];
+    let b_blocks = vec![1u32, 30, 7];
+    let slot = |blocks: &[u32], pos: usize| blocks[pos / bs] * bs as u32 + (pos % bs) as u32;
+    let kv_dim = n_kv * hd;
+    // First fill the caches: a step writing A's 13 prefix tokens and B's 10.
+    let fill = ForwardBatch {
+        tokens: vec![0; 23],
+        positions: (0..13).chain(0..10).collect(),
+        attn: AttnMetadata {
+            seqs: vec![],
+            prefill: vec![true; 23],
+            slot_mapping: (0..13)
+                .map(|p| slot(&a_blocks, p))
+                .chain((0..10).map(|p| slot(&b_blocks, p)))
+                .collect(),
+        },
+        logits_rows: vec![],
+    };
+    let (k0, v0) = (bf(&rand(23 * kv_dim, 10)), bf(&rand(23 * kv_dim, 11)));
+    for layer in 0..2 {
+        let sc = cpu.begin_step(&fill);
+        cpu.write_kv(&mut kc, layer, &k0, &v0, &sc);
+        let sg = gpu.begin_step(&fill);
+        gpu.write_kv(&mut kg, layer, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
+    }
+    let step = ForwardBatch {
+        tokens: vec![0; 7],
+        positions: (13..19).chain([10]).collect(),
+        attn: AttnMetadata {
+            seqs: vec![
+                SeqAttn {
+                    query_start: 0,
+                    query_len: 6,
+                    context_len: 19,
+                    block_table: a_blocks.clone(),
+                },
+                SeqAttn {
+                    query_start: 6,
+                    query_len: 1,
+                    context_len: 11,
+                    block_table: b_blocks.clone(),
+                },
+            ],
+            prefill: vec![true, true, true, true, true, true, false],
+            slot_mapping: (13..19)
+                .map(|p| slot(&a_blocks, p))
+                .chain([slot(&b_blocks, 10)])
+                .collect(),
+        },
+        logits_rows: vec![5, 6],
+    };
+    let (k1, v1) = (bf(&rand(7 * kv_dim, 12)), bf(&rand(7 * kv_dim, 13)));
+    let q = rand(7 * n_heads * hd, 14);
+    let shape = AttnShape {
+        n_heads,
+        n_kv_heads: n_kv,
+        head_dim: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+    };
+    let sc = cpu.begin_step(&step);
+    cpu.write_kv(&mut kc, 1, &k1, &v1, &sc);
+    let mut oc = cpu.buf(0);
+    cpu.attention(&kc, 1, &q, shape, &sc, &mut oc);
+    let sg = gpu.begin_step(&step);
+    gpu.write_kv(&mut kg, 1, &upload(&gpu, &k1), &upload(&gpu, &v1), &sg);
+    let mut og = gpu.buf(0);
+    gpu.attention(&kg, 1, &upload(&gpu, &q), shape, &sg, &mut og);
+    let d = max_rel(&gpu.to_host(&og), &oc);
+    println!("paged attention: max rel diff {d:.2e}");
+    assert!(d < 1e-4, "attention: {d}");
+}

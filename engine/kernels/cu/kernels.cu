@@ -1,0 +1,5 @@
+// The one compilation unit build.rs hands to nvcc: every kernel file, so the fatbin is one image.
+#include "elementwise.cu"
+#include "gemv.cu"
+#include "attention.cu"
+#include "sample.cu"

@@ -1,0 +1,122 @@
+"""GPU-machine helper for the CUDA backend's checks (see tests/device/run.sh).
+
+make DIR TOKENIZER_DIR   write a random Qwen3-8B-shaped bf16 checkpoint (hidden 4096, 36 layers,
+                         32 q / 8 kv heads, head_dim 128, intermediate 12288, vocab 151936) with
+                         transformers, plus the real Qwen3 tokenizer, unless DIR already has it
+reference DIR OUT.json   transformers' logits for every position of two prompts (in f32 on the
+                         same bf16 weights) and 16 greedy tokens, in check-logits' format
+roofline DIR             device-to-device copy bandwidth, bytes read per decoded token (all weights
+                         but the input embedding) and the implied batch-1 decode ceiling
+hf-decode DIR N          transformers' own batch-1 greedy decode speed (bf16, N tokens)
+"""
+import json
+import os
+import shutil
+import sys
+import time
+
+import torch
+
+
+def config():
+    from transformers import Qwen3Config
+    return Qwen3Config(
+        vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, torch_dtype="bfloat16",
+    )
+
+
+def make(d, tok_dir):
+    if os.path.exists(os.path.join(d, "config.json")):
+        print(f"{d}: already there")
+        return
+    from transformers import Qwen3ForCausalLM
+    t = time.time()
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        m = Qwen3ForCausalLM(config()).to(torch.bfloat16)
+    m.save_pretrained(d, safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tok_dir, f), d)
+    print(f"{d}: written in {time.time() - t:.1f} s")
+
+
+def load(d, dtype):
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(d, dtype=dtype, device_map="cuda").eval()
+
+
+def reference(d, out):
+    m = load(d, torch.float32)
+    prompts = [[9707, 11, 1052, 374, 264, 1273, 315, 279, 7006, 22875, 1849, 13, 576, 3974, 13876, 38835],
+               [785, 6722, 315, 9625, 374]]
+    cases = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = torch.tensor([p], device="cuda")
+            logits = m(ids).logits[0].float().cpu()
+            g = m.generate(ids, max_new_tokens=16, do_sample=False)[0, len(p):].tolist()
+            cases.append({"prompt": p, "logits": [[round(x, 5) for x in r] for r in logits.tolist()],
+                          "greedy": g})
+    import transformers
+    json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
+               "dtype": "float32 compute on bf16 weights", "cases": cases}, open(out, "w"))
+    print(f"{out}: {len(cases)} cases")
+
+
+def roofline(d):
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    t = time.time()
+    reps = 20
+    for _ in range(reps):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    bw = 2 * n * reps / (time.time() - t)  # read + write
+    from safetensors import safe_open
+    total = 0
+    embed = 0
+    for f in os.listdir(d):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(d, f), "pt") as s:
+                for k in s.keys():
+                    sl = s.get_slice(k)
+                    nbytes = 2
+                    for x in sl.get_shape():
+                        nbytes *= x
+                    total += nbytes
+                    if k.endswith("embed_tokens.weight"):
+                        embed += nbytes
+    per_tok = total - embed
+    print(json.dumps({"copy_bandwidth_GBps": bw / 1e9, "bytes_per_token_GB": per_tok / 1e9,
+                      "roofline_tok_s": bw / per_tok}))
+
+
+def hf_decode(d, n):
+    m = load(d, torch.bfloat16)
+    ids = torch.tensor([[785, 6722, 315, 9625, 374]], device="cuda")
+    with torch.no_grad():
+        m.generate(ids, max_new_tokens=4, do_sample=False)
+        torch.cuda.synchronize()
+        t = time.time()
+        out = m.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        torch.cuda.synchronize()
+    k = out.shape[1] - ids.shape[1]
+    print(json.dumps({"hf_decode_tok_s": k / (time.time() - t), "tokens": k}))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "make":
+        make(sys.argv[2], sys.argv[3])
+    elif cmd == "reference":
+        reference(sys.argv[2], sys.argv[3])
+    elif cmd == "roofline":
+        roofline(sys.argv[2])
+    elif cmd == "hf-decode":
+        hf_decode(sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks and benchmarks on the GPU machine (run through the device tool from
+# the repo root, with devbin/ carried: xz-compressed stripped binaries built here with
+# `cargo build --release --all-features`, the Qwen3 tokenizer, and SmolLM2's GGUF in two parts
+# because one carry is limited to 64 MiB). Usage: tests/device/run.sh STAGE...
+#   ops      op-level CUDA-vs-CPU tests, the tiny HF fixtures on CUDA, compute-sanitizer memcheck
+#   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
+#            transformers' own decode speed
+#   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start
+#   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
+# Results go to $OUT (the device tool brings them back).
+set -uo pipefail
+OUT=${OUT:-/tmp/hearth-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+B=/tmp/hearth-bin
+mkdir -p "$B"
+for f in devbin/*.xz; do
+    [ -e "$f" ] && xz -dc "$f" > "$B/$(basename "$f" .xz)" && chmod +x "$B/$(basename "$f" .xz)"
+done
+# Test binaries find fixtures through the absolute path they were built at.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+TOK=/tmp/qwen3-tokenizer
+mkdir -p $TOK && cp devbin/qwen3-tokenizer/tokenizer_config.json $TOK/ && xz -dc devbin/qwen3-tokenizer/tokenizer.json.xz > $TOK/tokenizer.json
+[ -e devbin/smol.part1 ] && cp devbin/smol.part1 /tmp/smol.part1
+[ -e devbin/smol.part2 ] && [ -e /tmp/smol.part1 ] && cat /tmp/smol.part1 devbin/smol.part2 > /tmp/smol.gguf
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+E="$B/hearth-engine"
+t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1; local rc=$?; printf '%-14s rc=%s %6.1fs\n' "$name" $rc "$(awk "BEGIN{print $(date +%s.%N) - $s}")" | tee -a "$OUT/summary.txt"; tail -n 25 "$OUT/$name.txt"; return $rc; }
+
+for stage in "$@"; do case $stage in
+ops)
+    HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1
+    ;;
+qwen3)
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    [ -e /tmp/q8b-ref.json ] || t reference python3 tests/device/qwen3_8b.py reference /tmp/q8b /tmp/q8b-ref.json
+    t check_logits "$E" check-logits --model /tmp/q8b --reference /tmp/q8b-ref.json
+    t roofline python3 tests/device/qwen3_8b.py roofline /tmp/q8b
+    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
+    t hf_decode python3 tests/device/qwen3_8b.py hf-decode /tmp/q8b 32
+    ;;
+serve)
+    t serving "$E" bench --model /tmp/q8b --concurrency 1,8,32,64 --serve-prompt 1000 --serve-gen 1000
+    cat > /tmp/q8b.yaml <<YAML
+name: qwen3-8b-random
+model: /tmp/q8b
+served_model_name: qwen3-8b
+engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95}
+server: {host: 127.0.0.1, port: 8321}
+YAML
+    s=$(date +%s.%N); "$E" serve --spec /tmp/q8b.yaml > "$OUT/serve_log.txt" 2>&1 & pid=$!
+    until curl -sf localhost:8321/ready > /dev/null; do sleep 0.1; kill -0 $pid 2>/dev/null || break; done
+    echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
+    curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"The capital of France is","max_tokens":8}' | tee -a "$OUT/summary.txt"
+    kill $pid; wait $pid
+    ;;
+smollm2)
+    if [ -e /tmp/smol.gguf ]; then
+        for d in cpu cuda; do
+            t "smol_$d" "$E" generate --model /tmp/smol.gguf --device $d --max-tokens 48 -p "What is the capital of France?" -p "Write a haiku about the sea."
+        done
+        diff <(grep -v -i "INFO\|WARN" "$OUT/smol_cpu.txt") <(grep -v -i "INFO\|WARN" "$OUT/smol_cuda.txt") > "$OUT/smol_diff.txt" && echo "smollm2 greedy: identical" | tee -a "$OUT/summary.txt" || echo "smollm2 greedy: DIFFERENT" | tee -a "$OUT/summary.txt"
+    else
+        echo "smollm2: GGUF parts missing" | tee -a "$OUT/summary.txt"
+    fi
+    ;;
+esac; done
+cat "$OUT/summary.txt"
