@@ -59,10 +59,20 @@ def reference(d, out):
             g = m.generate(ids, max_new_tokens=16, do_sample=False)[0, len(p):].tolist()
             cases.append({"prompt": p, "logits": [[round(x, 5) for x in r] for r in logits.tolist()],
                           "greedy": g})
+    # The yardstick for "bf16 tolerance": transformers' own bf16 run against its f32 run.
+    mb = load(d, torch.bfloat16)
+    worst = 0.0
+    with torch.no_grad():
+        for c in cases:
+            ids = torch.tensor([c["prompt"]], device="cuda")
+            ref = torch.tensor(c["logits"])
+            got = mb(ids).logits[0].float().cpu()
+            worst = max(worst, ((got - ref).abs().max() / ref.abs().max()).item())
     import transformers
     json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
-               "dtype": "float32 compute on bf16 weights", "cases": cases}, open(out, "w"))
-    print(f"{out}: {len(cases)} cases")
+               "dtype": "float32 compute on bf16 weights", "hf_bf16_vs_f32_relative": worst,
+               "cases": cases}, open(out, "w"))
+    print(f"{out}: {len(cases)} cases; transformers bf16 vs f32: max relative diff {worst:.3e}")
 
 
 def roofline(d):

@@ -113,6 +113,10 @@ fn linear_gemv_and_gemm_match_cpu() {
         (9, 64, 96, true),
         (40, 200, 128, false),
         (5, 33, 30, false),
+        (1, 2049, 64, true),
+        (2, 4096, 128, false),
+        (1, 8195, 64, false),
+        (8, 8192, 128, true),
     ] {
         let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 1));
         let (bc, bg) = p.w("b", vec![n], &rand(n, 2));
@@ -195,70 +199,79 @@ fn norms_rope_silu_embedding_gather_match_cpu() {
 fn paged_attention_matches_cpu_on_a_mixed_batch() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
-    let (n_heads, n_kv, hd, bs) = (8, 2, 64, 4);
+    for hd in [64, 128, 96, 160] {
+        attention_case(&cpu, &gpu, hd);
+    }
+}
+
+/// Sequence A: 13 cached tokens, now a 70-token prefill chunk (positions 13..83, two tiles of the
+/// tiled kernel) in 21 scattered blocks. Sequence B: 10 cached, one decode row at position 10.
+/// Sequence C: a 5-token chunk after 2 cached tokens (the per-row kernel). head_dim 160 is past
+/// the tiled kernel's limit, so everything takes the per-row kernel there.
+fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
+    let (n_heads, n_kv, bs) = (8, 2, 4);
     let spec = KvCacheSpec {
         num_layers: 2,
-        num_blocks: 32,
+        num_blocks: 64,
         block_size: bs,
         num_kv_heads: n_kv,
         head_dim: hd,
     };
     let (mut kc, mut kg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
-    // Sequence A: 13 cached tokens, now a 6-token prefill chunk (positions 13..19) in blocks
-    // [9, 3, 17, 5, 22]. Sequence B: 10 tokens cached, one decode row at position 10 in [1, 30, 7].
-    let a_blocks = vec![9u32, 3, 17, 5, 22];
-    let b_blocks = vec![1u32, 30, 7];
+    let scattered = |i: u32| (i * 7 + 5) % 64;
+    let a_blocks: Vec<u32> = (0..21).map(scattered).collect();
+    let b_blocks: Vec<u32> = (21..24).map(scattered).collect();
+    let c_blocks: Vec<u32> = (24..26).map(scattered).collect();
     let slot = |blocks: &[u32], pos: usize| blocks[pos / bs] * bs as u32 + (pos % bs) as u32;
     let kv_dim = n_kv * hd;
-    // First fill the caches: a step writing A's 13 prefix tokens and B's 10.
     let fill = ForwardBatch {
-        tokens: vec![0; 23],
-        positions: (0..13).chain(0..10).collect(),
+        tokens: vec![0; 25],
+        positions: (0..13).chain(0..10).chain(0..2).collect(),
         attn: AttnMetadata {
             seqs: vec![],
-            prefill: vec![true; 23],
+            prefill: vec![true; 25],
             slot_mapping: (0..13)
                 .map(|p| slot(&a_blocks, p))
                 .chain((0..10).map(|p| slot(&b_blocks, p)))
+                .chain((0..2).map(|p| slot(&c_blocks, p)))
                 .collect(),
         },
         logits_rows: vec![],
     };
-    let (k0, v0) = (bf(&rand(23 * kv_dim, 10)), bf(&rand(23 * kv_dim, 11)));
+    let (k0, v0) = (bf(&rand(25 * kv_dim, 10)), bf(&rand(25 * kv_dim, 11)));
     for layer in 0..2 {
         let sc = cpu.begin_step(&fill);
         cpu.write_kv(&mut kc, layer, &k0, &v0, &sc);
         let sg = gpu.begin_step(&fill);
-        gpu.write_kv(&mut kg, layer, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
+        gpu.write_kv(&mut kg, layer, &upload(gpu, &k0), &upload(gpu, &v0), &sg);
     }
+    let seq = |query_start, query_len, context_len, block_table: &Vec<u32>| SeqAttn {
+        query_start,
+        query_len,
+        context_len,
+        block_table: block_table.clone(),
+    };
+    let rows = 70 + 1 + 5;
     let step = ForwardBatch {
-        tokens: vec![0; 7],
-        positions: (13..19).chain([10]).collect(),
+        tokens: vec![0; rows],
+        positions: (13..83).chain([10]).chain(2..7).collect(),
         attn: AttnMetadata {
             seqs: vec![
-                SeqAttn {
-                    query_start: 0,
-                    query_len: 6,
-                    context_len: 19,
-                    block_table: a_blocks.clone(),
-                },
-                SeqAttn {
-                    query_start: 6,
-                    query_len: 1,
-                    context_len: 11,
-                    block_table: b_blocks.clone(),
-                },
+                seq(0, 70, 83, &a_blocks),
+                seq(70, 1, 11, &b_blocks),
+                seq(71, 5, 7, &c_blocks),
             ],
-            prefill: vec![true, true, true, true, true, true, false],
-            slot_mapping: (13..19)
+            prefill: (0..rows).map(|r| r != 70).collect(),
+            slot_mapping: (13..83)
                 .map(|p| slot(&a_blocks, p))
                 .chain([slot(&b_blocks, 10)])
+                .chain((2..7).map(|p| slot(&c_blocks, p)))
                 .collect(),
         },
-        logits_rows: vec![5, 6],
+        logits_rows: vec![69, 70, 75],
     };
-    let (k1, v1) = (bf(&rand(7 * kv_dim, 12)), bf(&rand(7 * kv_dim, 13)));
-    let q = rand(7 * n_heads * hd, 14);
+    let (k1, v1) = (bf(&rand(rows * kv_dim, 12)), bf(&rand(rows * kv_dim, 13)));
+    let q = rand(rows * n_heads * hd, 14);
     let shape = AttnShape {
         n_heads,
         n_kv_heads: n_kv,
@@ -270,10 +283,10 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
     let mut oc = cpu.buf(0);
     cpu.attention(&kc, 1, &q, shape, &sc, &mut oc);
     let sg = gpu.begin_step(&step);
-    gpu.write_kv(&mut kg, 1, &upload(&gpu, &k1), &upload(&gpu, &v1), &sg);
+    gpu.write_kv(&mut kg, 1, &upload(gpu, &k1), &upload(gpu, &v1), &sg);
     let mut og = gpu.buf(0);
-    gpu.attention(&kg, 1, &upload(&gpu, &q), shape, &sg, &mut og);
+    gpu.attention(&kg, 1, &upload(gpu, &q), shape, &sg, &mut og);
     let d = max_rel(&gpu.to_host(&og), &oc);
-    println!("paged attention: max rel diff {d:.2e}");
-    assert!(d < 1e-4, "attention: {d}");
+    println!("paged attention head_dim {hd}: max rel diff {d:.2e}");
+    assert!(d < 1e-4, "attention head_dim {hd}: {d}");
 }

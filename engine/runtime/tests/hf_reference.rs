@@ -103,8 +103,16 @@ fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
         )
         .unwrap();
         if tolerance > CPU_TOLERANCE {
-            let same = out.iter().zip(&case.greedy).take_while(|(a, b)| a == b).count();
-            println!("{arch} on {}: greedy {same}/{} identical", backend.name(), out.len());
+            let same = out
+                .iter()
+                .zip(&case.greedy)
+                .take_while(|(a, b)| a == b)
+                .count();
+            println!(
+                "{arch} on {}: greedy {same}/{} identical",
+                backend.name(),
+                out.len()
+            );
         } else {
             assert_eq!(
                 out, case.greedy,

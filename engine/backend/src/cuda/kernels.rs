@@ -8,8 +8,10 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKer
 
 use crate::BackendError;
 
-/// Rows the GEMV kernels take in one pass (`gemv_bf16_1` .. `gemv_bf16_8`).
+/// Rows the GEMV kernels take in one pass (`gemv_bf16_M_R` for M = 1..=8).
 pub const GEMV_MAX_ROWS: usize = 8;
+/// Output features per warp the GEMV kernels come in (`R`).
+const GEMV_FEATURES_PER_WARP: [usize; 3] = [1, 2, 4];
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
@@ -23,7 +25,9 @@ pub struct Kernels {
     gather_rows: CudaFunction,
     write_kv: CudaFunction,
     attention: CudaFunction,
+    attention_prefill: CudaFunction,
     argmax_rows: CudaFunction,
+    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp.
     gemv: Vec<CudaFunction>,
 }
 
@@ -71,9 +75,11 @@ impl Kernels {
             gather_rows: f("gather_rows")?,
             write_kv: f("write_kv")?,
             attention: f("attention")?,
+            attention_prefill: f("attention_prefill")?,
             argmax_rows: f("argmax_rows")?,
             gemv: (1..=GEMV_MAX_ROWS)
-                .map(|m| f(&format!("gemv_bf16_{m}")))
+                .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
+                .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             stream,
         })
@@ -237,8 +243,16 @@ impl Kernels {
         )
     }
 
-    /// Causal paged attention of `tokens` queries against one layer's caches.
-    pub fn attention(&self, a: &AttnLaunch) -> Result<(), BackendError> {
+    /// Causal paged attention, one block per (row, head), for `n_rows` rows listed at `rows`.
+    pub fn attention_rows(
+        &self,
+        a: &AttnLaunch,
+        rows: u64,
+        n_rows: usize,
+    ) -> Result<(), BackendError> {
+        if n_rows == 0 {
+            return Ok(());
+        }
         let (nh, nkv, hd, bs) = (
             a.n_heads as i32,
             a.n_kv_heads as i32,
@@ -248,12 +262,58 @@ impl Kernels {
         launch!(
             self,
             attention,
-            cfg((a.tokens as u32, a.n_heads as u32), 128),
+            cfg((n_rows as u32, a.n_heads as u32), 256),
             a.q,
             a.k_cache,
             a.v_cache,
             a.out,
+            rows,
             a.tok_seq,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            nkv,
+            hd,
+            bs,
+            a.scale
+        )
+    }
+
+    /// Whether the tiled prefill kernel handles this head size.
+    pub fn tiled_attention_supports(head_dim: usize) -> bool {
+        head_dim % 16 == 0 && head_dim <= 128
+    }
+
+    /// Causal paged attention of 64-row query tiles (see attention_prefill in attention.cu).
+    pub fn attention_tiles(
+        &self,
+        a: &AttnLaunch,
+        tiles: u64,
+        n_tiles: usize,
+    ) -> Result<(), BackendError> {
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        assert!(
+            Self::tiled_attention_supports(a.head_dim),
+            "tiled attention: head_dim {}",
+            a.head_dim
+        );
+        let (nh, nkv, hd, bs) = (
+            a.n_heads as i32,
+            a.n_kv_heads as i32,
+            a.head_dim as i32,
+            a.block_size as i32,
+        );
+        launch!(
+            self,
+            attention_prefill,
+            cfg((n_tiles as u32, a.n_heads as u32), 128),
+            a.q,
+            a.k_cache,
+            a.v_cache,
+            a.out,
+            tiles,
             a.seq_info,
             a.block_tables,
             nh,
@@ -297,10 +357,18 @@ impl Kernels {
             "gemv takes 1..={GEMV_MAX_ROWS} rows"
         );
         let (n_i, k_i) = (n as i32, k as i32);
+        // Wide outputs: 4 features per warp (each x load feeds 4 weight rows); narrow ones keep
+        // more warps so the grid still covers every SM.
+        let ri = match n {
+            n if n >= 8192 => 2,
+            n if n >= 2048 => 1,
+            _ => 0,
+        };
+        let per_warp = GEMV_FEATURES_PER_WARP[ri];
         let warps = 4;
-        let mut b = self.stream.launch_builder(&self.gemv[rows - 1]);
+        let mut b = self.stream.launch_builder(&self.gemv[(rows - 1) * 3 + ri]);
         b.arg(&w).arg(&x).arg(&bias).arg(&y).arg(&n_i).arg(&k_i);
-        let c = cfg((n.div_ceil(warps) as u32, 1), 32 * warps as u32);
+        let c = cfg((n.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
         // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
         // n f32 or 0; the arguments match gemv_bf16_M's signature.
         unsafe { b.launch(c) }
@@ -327,7 +395,6 @@ pub struct AttnLaunch {
     pub tok_seq: u64,
     pub seq_info: u64,
     pub block_tables: u64,
-    pub tokens: usize,
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,

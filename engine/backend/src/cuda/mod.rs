@@ -12,7 +12,9 @@ mod gemm;
 mod kernels;
 mod step;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
@@ -28,7 +30,8 @@ pub use step::CudaStep;
 /// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
 pub enum CudaWeight {
     Matrix {
-        data: CudaSlice<u16>,
+        /// bf16 values, row-major.
+        data: CudaSlice<u8>,
         ptr: u64,
         rows: usize,
         cols: usize,
@@ -48,7 +51,7 @@ impl CudaWeight {
 
     fn len(&self) -> usize {
         match self {
-            CudaWeight::Matrix { data, .. } => data.len(),
+            CudaWeight::Matrix { data, .. } => data.len() / 2,
             CudaWeight::Vector { data, .. } => data.len(),
         }
     }
@@ -97,6 +100,26 @@ pub struct CudaBackend {
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
+    /// Per-op (calls, seconds) when HEARTH_CUDA_PROFILE=1 (each op then synchronizes, so only
+    /// the split is meaningful, not the total); printed to stderr when the backend is dropped.
+    profile: Option<Mutex<HashMap<&'static str, (u64, f64)>>>,
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        let Some(p) = &self.profile else { return };
+        let p = p.lock().unwrap_or_else(|e| e.into_inner());
+        let total: f64 = p.values().map(|v| v.1).sum();
+        let mut rows: Vec<_> = p.iter().collect();
+        rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        eprintln!("HEARTH_CUDA_PROFILE: {total:.3} s in ops");
+        for (op, (n, secs)) in rows {
+            eprintln!(
+                "  {op:<20} {n:>9} calls {secs:>9.3} s {:>5.1}%",
+                100.0 * secs / total.max(1e-12)
+            );
+        }
+    }
 }
 
 /// Device facts for the startup log and the memory planner.
@@ -151,6 +174,8 @@ impl CudaBackend {
             kernels,
             device_name,
             state: Mutex::new(state),
+            profile: (std::env::var("HEARTH_CUDA_PROFILE").as_deref() == Ok("1"))
+                .then(|| Mutex::new(HashMap::new())),
         })
     }
 
@@ -206,15 +231,29 @@ impl CudaBackend {
         rows: usize,
         cols: usize,
     ) -> Result<CudaWeight, BackendError> {
+        let bad = |n: usize| BackendError::Weight {
+            name: w.name.clone(),
+            message: format!("{n} values for shape {:?}", w.shape),
+        };
+        // bf16 checkpoints go to the device as they are; everything else is converted first.
         let bits: Vec<u16> = match &w.data {
-            WeightData::F32(v) => v.iter().map(|x| bf16::from_f32(*x).to_bits()).collect(),
             WeightData::Ggml {
                 ty: GgmlType::BF16,
                 bytes,
-            } => bytes
-                .chunks_exact(2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                .collect(),
+            } => {
+                if bytes.len() != rows * cols * 2 {
+                    return Err(bad(bytes.len() / 2));
+                }
+                let data = self.stream.clone_htod(bytes)?;
+                let ptr = self.dptr(&data);
+                return Ok(CudaWeight::Matrix {
+                    data,
+                    ptr,
+                    rows,
+                    cols,
+                });
+            }
+            WeightData::F32(v) => v.iter().map(|x| bf16::from_f32(*x).to_bits()).collect(),
             WeightData::Ggml {
                 ty: GgmlType::F16,
                 bytes,
@@ -234,12 +273,10 @@ impl CudaBackend {
             }
         };
         if bits.len() != rows * cols {
-            return Err(BackendError::Weight {
-                name: w.name.clone(),
-                message: format!("{} values for shape {:?}", bits.len(), w.shape),
-            });
+            return Err(bad(bits.len()));
         }
-        let data = self.stream.clone_htod(&bits)?;
+        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let data = self.stream.clone_htod(&bytes)?;
         let ptr = self.dptr(&data);
         Ok(CudaWeight::Matrix {
             data,
@@ -309,6 +346,26 @@ impl CudaBackend {
             panic!("CUDA {what}: {e}");
         }
     }
+
+    /// With HEARTH_CUDA_PROFILE=1: waits for the GPU to be idle and starts the op's clock.
+    fn prof_begin(&self) -> Option<Instant> {
+        self.profile.as_ref().map(|_| {
+            let _ = self.stream.synchronize();
+            Instant::now()
+        })
+    }
+
+    /// Checks an op's launch result; when profiling, waits for it and adds its time.
+    fn finish(&self, op: &'static str, t0: Option<Instant>, r: Result<(), BackendError>) {
+        self.check(op, r);
+        if let (Some(t0), Some(p)) = (t0, &self.profile) {
+            let _ = self.stream.synchronize();
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            let e = p.entry(op).or_default();
+            e.0 += 1;
+            e.1 += t0.elapsed().as_secs_f64();
+        }
+    }
 }
 
 impl Backend for CudaBackend {
@@ -369,12 +426,15 @@ impl Backend for CudaBackend {
     }
 
     fn to_host(&self, x: &CudaBuf) -> Vec<f32> {
+        let t0 = self.prof_begin();
         let mut out = vec![0f32; x.len];
-        self.check("copy to host", self.copy_to_host(x.ptr, &mut out));
+        let r = self.copy_to_host(x.ptr, &mut out);
+        self.finish("copy to host", t0, r);
         out
     }
 
     fn embedding(&self, table: &CudaWeight, step: &CudaStep, out: &mut CudaBuf) {
+        let t0 = self.prof_begin();
         let CudaWeight::Matrix { cols, .. } = table else {
             panic!("embedding table must be a matrix");
         };
@@ -382,7 +442,7 @@ impl Backend for CudaBackend {
         let r = self
             .kernels
             .embedding(table.ptr(), step.tokens, out.ptr, step.n_tokens, *cols);
-        self.check("embedding", r);
+        self.finish("embedding", t0, r);
     }
 
     fn linear(
@@ -393,6 +453,7 @@ impl Backend for CudaBackend {
         bias: Option<&CudaWeight>,
         out: &mut CudaBuf,
     ) {
+        let t0 = self.prof_begin();
         let CudaWeight::Matrix {
             ptr,
             rows: n,
@@ -414,16 +475,25 @@ impl Backend for CudaBackend {
                 None => Ok(()),
             })
         };
-        self.check("linear", r);
+        self.finish(
+            if m <= GEMV_MAX_ROWS {
+                "linear (gemv)"
+            } else {
+                "linear (cuBLASLt)"
+            },
+            t0,
+            r,
+        );
     }
 
     fn rms_norm(&self, x: &CudaBuf, w: &CudaWeight, eps: f32, out: &mut CudaBuf) {
+        let t0 = self.prof_begin();
         let n = w.len();
         self.ensure(out, x.len);
         let r = self
             .kernels
             .rms_norm(x.ptr, w.ptr(), out.ptr, x.len / n, n, eps);
-        self.check("rms_norm", r);
+        self.finish("rms_norm", t0, r);
     }
 
     fn add_rms_norm(
@@ -434,15 +504,17 @@ impl Backend for CudaBackend {
         eps: f32,
         out: &mut CudaBuf,
     ) {
+        let t0 = self.prof_begin();
         let n = w.len();
         self.ensure(out, x.len);
         let r =
             self.kernels
                 .add_rms_norm(residual.ptr, x.ptr, w.ptr(), out.ptr, (x.len / n, n), eps);
-        self.check("add_rms_norm", r);
+        self.finish("add_rms_norm", t0, r);
     }
 
     fn rope(&self, x: &mut CudaBuf, step: &CudaStep, n_heads: usize, rope: &RopeSpec) {
+        let t0 = self.prof_begin();
         let inv_freq = self.state().step.inv_freq(&self.stream, &rope.inv_freq);
         let shape = RopeShape {
             n_heads,
@@ -454,13 +526,14 @@ impl Backend for CudaBackend {
             self.kernels
                 .rope(x.ptr, step.positions, f, step.n_tokens, shape)
         });
-        self.check("rope", r);
+        self.finish("rope", t0, r);
     }
 
     fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, out: &mut CudaBuf) {
+        let t0 = self.prof_begin();
         self.ensure(out, gate.len);
         let r = self.kernels.silu_mul(gate.ptr, up.ptr, out.ptr, gate.len);
-        self.check("silu_mul", r);
+        self.finish("silu_mul", t0, r);
     }
 
     fn write_kv(
@@ -471,6 +544,7 @@ impl Backend for CudaBackend {
         v: &CudaBuf,
         step: &CudaStep,
     ) {
+        let t0 = self.prof_begin();
         let kv_dim = cache.spec.num_kv_heads * cache.spec.head_dim;
         let r = self.kernels.write_kv(
             k.ptr,
@@ -480,7 +554,7 @@ impl Backend for CudaBackend {
             step.n_tokens,
             kv_dim,
         );
-        self.check("write_kv", r);
+        self.finish("write_kv", t0, r);
     }
 
     fn attention(
@@ -492,9 +566,10 @@ impl Backend for CudaBackend {
         step: &CudaStep,
         out: &mut CudaBuf,
     ) {
+        let t0 = self.prof_begin();
         self.ensure(out, q.len);
         let (k_cache, v_cache) = cache.layer(layer);
-        let r = self.kernels.attention(&AttnLaunch {
+        let a = AttnLaunch {
             q: q.ptr,
             k_cache,
             v_cache,
@@ -502,25 +577,33 @@ impl Backend for CudaBackend {
             tok_seq: step.tok_seq,
             seq_info: step.seq_info,
             block_tables: step.block_tables,
-            tokens: step.n_tokens,
             n_heads: shape.n_heads,
             n_kv_heads: shape.n_kv_heads,
             head_dim: shape.head_dim,
             block_size: cache.spec.block_size,
             scale: shape.scale,
-        });
-        self.check("attention", r);
+        };
+        let r = if Kernels::tiled_attention_supports(shape.head_dim) {
+            self.kernels
+                .attention_rows(&a, step.short_rows, step.n_short_rows)
+                .and_then(|_| self.kernels.attention_tiles(&a, step.tiles, step.n_tiles))
+        } else {
+            self.kernels
+                .attention_rows(&a, step.all_rows, step.n_tokens)
+        };
+        self.finish("attention", t0, r);
     }
 
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {
+        let t0 = self.prof_begin();
         self.ensure(out, step.n_logits * cols);
         if step.n_logits == 0 {
-            return;
+            return self.finish("gather_rows", t0, Ok(()));
         }
         let r = self
             .kernels
             .gather_rows(x.ptr, step.logits_rows, out.ptr, step.n_logits, cols);
-        self.check("gather_rows", r);
+        self.finish("gather_rows", t0, r);
     }
 }
 

@@ -1,6 +1,8 @@
 //! Staging one step's metadata on the device: token ids, positions, cache slots, each token's
 //! sequence, per-sequence (query_start, query_len, context_len, block-table offset), the block
-//! tables and the logits rows, packed into one u32 buffer and uploaded with one copy. Also keeps
+//! tables, the logits rows, and attention's work split (rows of short queries for the per-row
+//! kernel, 64-row tiles of prefill chunks for the tiled kernel), packed into one u32 buffer and
+//! uploaded with one copy. Also keeps
 //! the rotary inverse frequencies on the device (uploaded once per distinct table).
 
 use std::sync::Arc;
@@ -12,6 +14,10 @@ use crate::BackendError;
 
 /// Sections start on 64-element (256-byte) boundaries.
 const SECTION: usize = 64;
+/// Sequences with at least this many queries in a step take the tiled attention kernel.
+pub const TILED_MIN_QUERIES: usize = 16;
+/// Query rows per tile of the tiled attention kernel (FA_BQ in attention.cu).
+pub const TILE_ROWS: usize = 64;
 
 /// Device addresses of one step's metadata (see the module doc); valid until the next step.
 #[derive(Debug, Clone)]
@@ -25,6 +31,14 @@ pub struct CudaStep {
     pub seq_info: u64,
     pub block_tables: u64,
     pub logits_rows: u64,
+    /// Every token row, in order (the per-row kernel over the whole batch).
+    pub all_rows: u64,
+    /// Rows of sequences with fewer than TILED_MIN_QUERIES queries, and how many.
+    pub short_rows: u64,
+    pub n_short_rows: usize,
+    /// (sequence, first row) of each 64-row tile of the longer sequences, and how many.
+    pub tiles: u64,
+    pub n_tiles: usize,
 }
 
 #[derive(Default)]
@@ -76,6 +90,31 @@ impl Staging {
                 .flat_map(|s| s.block_table.iter().copied()),
         );
         let rows_at = section(h, &mut b.logits_rows.iter().map(|&r| r as u32));
+        let all_at = section(h, &mut (0..n as u32));
+        let long = |s: &&crate::ops::SeqAttn| s.query_len >= TILED_MIN_QUERIES;
+        let short: Vec<u32> = b
+            .attn
+            .seqs
+            .iter()
+            .filter(|s| !long(s))
+            .flat_map(|s| (s.query_start..s.query_start + s.query_len).map(|r| r as u32))
+            .collect();
+        let n_short = short.len();
+        let short_at = section(h, &mut short.into_iter());
+        let tiles: Vec<u32> = b
+            .attn
+            .seqs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| long(s))
+            .flat_map(|(i, s)| {
+                (s.query_start..s.query_start + s.query_len)
+                    .step_by(TILE_ROWS)
+                    .flat_map(move |r| [i as u32, r as u32])
+            })
+            .collect();
+        let n_tiles = tiles.len() / 2;
+        let tiles_at = section(h, &mut tiles.into_iter());
 
         if self.device.as_ref().is_none_or(|(d, _)| d.len() < h.len()) {
             // SAFETY: the buffer is fully written by the copy below before any kernel reads it.
@@ -102,6 +141,11 @@ impl Staging {
             seq_info: at(info_at),
             block_tables: at(tables_at),
             logits_rows: at(rows_at),
+            all_rows: at(all_at),
+            short_rows: at(short_at),
+            n_short_rows: n_short,
+            tiles: at(tiles_at),
+            n_tiles,
         })
     }
 
