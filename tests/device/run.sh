@@ -7,6 +7,7 @@
 #   ops      op-level CUDA-vs-CPU tests, the tiny HF fixtures on CUDA, compute-sanitizer memcheck
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
 #            transformers' own decode speed
+#   bench    only the checkpoint and our pp/tg bench
 #   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192 and tg128
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
@@ -44,6 +45,10 @@ qwen3)
     t roofline python3 tests/device/qwen3_8b.py roofline /tmp/q8b
     t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
     t hf_decode python3 tests/device/qwen3_8b.py hf-decode /tmp/q8b 32
+    ;;
+bench)
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
     ;;
 profile)
     HEARTH_CUDA_PROFILE=1 t profile_pp8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 1

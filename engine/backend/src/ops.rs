@@ -211,6 +211,25 @@ pub trait Backend: Send + Sync {
         step: &Self::Step,
         out: &mut Self::Buf,
     );
+    /// The index of the largest value of each `cols`-long row of `x` (the first on ties): greedy
+    /// sampling where the backend can do it without copying whole rows to the host.
+    fn argmax_rows(&self, x: &Self::Buf, cols: usize) -> Vec<u32> {
+        self.to_host(x)
+            .chunks_exact(cols.max(1))
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
+                        if v > best.1 {
+                            (i, v)
+                        } else {
+                            best
+                        }
+                    })
+                    .0 as u32
+            })
+            .collect()
+    }
     /// Copies the step's logits rows of `x` (row length `cols`) into `out`.
     fn gather_logits_rows(
         &self,

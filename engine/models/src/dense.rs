@@ -169,6 +169,19 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
     }
 
     fn forward(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32> {
+        let logits = self.logits(b, batch, kv);
+        b.to_host(&logits)
+    }
+
+    fn forward_greedy(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32> {
+        let logits = self.logits(b, batch, kv);
+        b.argmax_rows(&logits, self.info.vocab_size)
+    }
+}
+
+impl<B: Backend> DenseDecoder<B> {
+    /// The step's logits rows, `[batch.logits_rows.len(), vocab]`, in a backend buffer.
+    fn logits(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> B::Buf {
         let d = &self.dims;
         let kinds = &batch.attn.prefill[..];
         debug_assert_eq!(kinds.len(), batch.tokens.len());
@@ -221,6 +234,6 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
         // dequantize the whole vocabulary matrix. Still one path per row, so still invariant.
         let head_kinds = vec![false; batch.logits_rows.len()];
         b.linear(&last, &head_kinds, head, None, &mut logits);
-        b.to_host(&logits)
+        logits
     }
 }

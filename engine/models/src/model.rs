@@ -30,6 +30,9 @@ pub trait CausalLm<B: Backend>: Send + Sync {
     fn kv_spec(&self, num_blocks: usize, block_size: usize) -> KvCacheSpec;
     /// Runs one step and returns logits, `[batch.logits_rows.len(), vocab_size]` row-major.
     fn forward(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32>;
+    /// Runs one step and returns the greedy token of each logits row, computed where the
+    /// logits are (on the GPU, only the ids cross to the host).
+    fn forward_greedy(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32>;
 }
 
 /// Architectures (config.json `architectures[0]`) this build can run.

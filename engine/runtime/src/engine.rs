@@ -21,6 +21,13 @@ use crate::stats::EngineStats;
 use crate::RuntimeError;
 use hearth_models::CausalLm;
 
+/// A sequence's next token: already picked on the backend (plain greedy), or to be sampled
+/// from its logits row.
+enum Picked<'a> {
+    Token(u32),
+    FromLogits(&'a mut [f32]),
+}
+
 /// Most parallel samples per request (sequence ids reserve 8 bits for the sample index).
 pub const MAX_N: usize = 128;
 
@@ -476,13 +483,31 @@ impl<B: Backend> Core<B> {
         });
         let EngineParts { backend, model, .. } = &self.parts;
         let kv = &mut self.kv;
-        let mut logits = backend.install(|| model.forward(backend, &batch, kv));
+        // When every sampled sequence is plain greedy, the backend picks the tokens where the
+        // logits are (on a GPU only the ids come back), else the host samples from the rows.
+        let greedy = sampled_ids.iter().all(|id| {
+            seqs.get(id)
+                .is_some_and(|s| s.params.is_plain_greedy(s.penalties.generated))
+        });
+        let (mut logits, ids) = if greedy {
+            let ids = backend.install(|| model.forward_greedy(backend, &batch, kv));
+            (Vec::new(), ids)
+        } else {
+            (
+                backend.install(|| model.forward(backend, &batch, kv)),
+                Vec::new(),
+            )
+        };
         let vocab = logits.len() / sampled_ids.len().max(1);
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
         for (i, id) in sampled_ids.iter().enumerate() {
-            let row = &mut logits[i * vocab..(i + 1) * vocab];
-            if let Some((tok, finish)) = self.sample_one(*id, row) {
+            let picked = if greedy {
+                Picked::Token(ids[i])
+            } else {
+                Picked::FromLogits(&mut logits[i * vocab..(i + 1) * vocab])
+            };
+            if let Some((tok, finish)) = self.sample_one(*id, picked) {
                 sampled.push((*id, tok));
                 if finish.is_some() {
                     finished.push(*id);
@@ -542,17 +567,22 @@ impl<B: Backend> Core<B> {
     }
 
     /// Samples, sends, and decides whether the sample ends. None: the client is gone.
-    fn sample_one(&mut self, id: SeqId, row: &mut [f32]) -> Option<(u32, Option<FinishReason>)> {
+    fn sample_one(&mut self, id: SeqId, picked: Picked<'_>) -> Option<(u32, Option<FinishReason>)> {
         let max_model_len = self.max_model_len;
         let st = self.seqs.get_mut(&id)?;
         let p = st.params.clone();
-        let raw = p.logprobs.map(|_| row.to_vec());
         let mut stops: Vec<u32> = p.stop_token_ids.clone();
         if !p.ignore_eos {
             stops.extend_from_slice(&self.parts.eos_ids);
         }
-        apply_penalties(row, &p, &st.penalties, &stops);
-        let tok = sample(row, &p, &mut st.rng);
+        let (tok, raw) = match picked {
+            Picked::Token(tok) => (tok, None),
+            Picked::FromLogits(row) => {
+                let raw = p.logprobs.map(|_| row.to_vec());
+                apply_penalties(row, &p, &st.penalties, &stops);
+                (sample(row, &p, &mut st.rng), raw)
+            }
+        };
         st.penalties.push(tok);
         let now = Instant::now();
         st.first_token.get_or_insert(now);

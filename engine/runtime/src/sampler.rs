@@ -28,6 +28,19 @@ pub struct SamplingParams {
     pub stop_token_ids: Vec<u32>,
 }
 
+impl SamplingParams {
+    /// Whether the next token is plain greedy, needing no logits on the host: temperature 0 (or
+    /// top_k 1), no logprobs, no penalties, and min_tokens (which masks stop tokens) satisfied.
+    pub fn is_plain_greedy(&self, generated: usize) -> bool {
+        (self.temperature <= 0.0 || self.top_k == 1)
+            && self.logprobs.is_none()
+            && self.repetition_penalty == 1.0
+            && self.presence_penalty == 0.0
+            && self.frequency_penalty == 0.0
+            && generated >= self.min_tokens
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {

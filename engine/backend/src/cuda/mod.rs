@@ -594,6 +594,14 @@ impl Backend for CudaBackend {
         self.finish("attention", t0, r);
     }
 
+    fn argmax_rows(&self, x: &CudaBuf, cols: usize) -> Vec<u32> {
+        let t0 = self.prof_begin();
+        let r = self.argmax(x, cols);
+        let ids = r.as_ref().map(|v| v.clone()).unwrap_or_default();
+        self.finish("argmax", t0, r.map(|_| ()));
+        ids
+    }
+
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {
         let t0 = self.prof_begin();
         self.ensure(out, step.n_logits * cols);
