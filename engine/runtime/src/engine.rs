@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hearth_backend::Backend;
+use hearth_text::guided::{GuideState, SharedMaskCache};
 use hearth_sched::{NewSeq, SchedError, Scheduler, SchedulerConfig, SchedulerOutput, SeqId};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
@@ -284,6 +285,8 @@ struct SeqState {
     first_token: Option<Instant>,
     last_token: Option<Instant>,
     cached_tokens: Option<usize>,
+    /// Guided decoding: where this sample stands in its grammar.
+    guide: Option<GuideState>,
 }
 
 impl SeqState {
@@ -406,6 +409,8 @@ impl<B: Backend> Core<B> {
     fn add(&mut self, id: RequestId, req: ValidRequest, out: UnboundedSender<EngineOutput>) {
         let params = Arc::new(req.params);
         let arrival = Instant::now();
+        // One mask cache per request: its samples walk the same grammar.
+        let masks = SharedMaskCache::default();
         for index in 0..req.n {
             let sid = seq_id(id, index);
             let seq = NewSeq {
@@ -450,6 +455,7 @@ impl<B: Backend> Core<B> {
                     first_token: None,
                     last_token: None,
                     cached_tokens: None,
+                    guide: req.guide.as_ref().map(|g| GuideState::new(g, masks.clone())),
                 },
             );
         }
@@ -552,13 +558,32 @@ impl<B: Backend> Core<B> {
             stops.extend_from_slice(&self.parts.eos_ids);
         }
         apply_penalties(row, &p, &st.penalties, &stops);
+        if let Some(g) = st.guide.as_mut() {
+            guide_logits(g, row, &stops, id);
+        }
         let tok = sample(row, &p, &mut st.rng);
         st.penalties.push(tok);
         let now = Instant::now();
         st.first_token.get_or_insert(now);
         st.last_token = Some(now);
         let generated = st.penalties.generated;
-        let finish = if stops.contains(&tok) && generated >= p.min_tokens {
+        let is_stop = stops.contains(&tok) && generated >= p.min_tokens;
+        // A guided sample ends once its grammar is complete and nothing may follow.
+        let grammar_done = match st.guide.as_mut() {
+            Some(g) if !is_stop => {
+                let advanced = g.advance(tok);
+                if !advanced {
+                    warn!(
+                        seq = id,
+                        token = tok,
+                        "engine: guided sample took a token its grammar refuses; ending it"
+                    );
+                }
+                !advanced || g.is_finished()
+            }
+            _ => false,
+        };
+        let finish = if is_stop || grammar_done {
             Some(FinishReason::Stop)
         } else if generated >= st.max_tokens || st.prompt_len + generated >= max_model_len {
             Some(FinishReason::Length)
@@ -585,6 +610,7 @@ impl<B: Backend> Core<B> {
     }
 
     /// Ends a sample outside a step (abort, shutdown), telling its stream.
+
     fn finish_seq(&mut self, id: SeqId, reason: FinishReason, token: Option<u32>) {
         if let Some(st) = self.seqs.remove(&id) {
             let _ = st.out.send(EngineOutput {
@@ -595,6 +621,27 @@ impl<B: Backend> Core<B> {
                 metrics: Some(st.metrics()),
             });
             self.sched.abort(id);
+        }
+    }
+}
+
+/// Masks `row` to what the sample's grammar allows; its stop tokens stay allowed once the text
+/// is complete. With nothing allowed (a vocabulary that cannot spell what the grammar needs)
+/// the stop tokens are left so the sample can end rather than go off the grammar.
+fn guide_logits(g: &mut GuideState, row: &mut [f32], stops: &[u32], seq: SeqId) {
+    let mask = g.mask();
+    let kept: Vec<(u32, f32)> = stops
+        .iter()
+        .filter_map(|&t| row.get(t as usize).map(|&l| (t, l)))
+        .collect();
+    mask.apply(row);
+    let dead_end = mask.count() == 0 && !g.is_accepting();
+    if dead_end {
+        warn!(seq, "engine: no token can continue the guided text; ending the sample");
+    }
+    if g.is_accepting() || dead_end {
+        for (t, l) in kept {
+            row[t as usize] = if dead_end { l.max(0.0) } else { l };
         }
     }
 }
