@@ -41,10 +41,11 @@ pub(crate) enum Node {
 }
 
 /// Digits allowed in one part of a number (integer, fraction, exponent): bounded so that a model
-/// cannot spend its whole budget on one number.
+/// cannot spend its whole budget on one number; two exponent digits keep every number inside
+/// f64 range (serde_json refuses 1e400).
 pub(crate) const MAX_INT_DIGITS: u32 = 16;
 pub(crate) const MAX_FRAC_DIGITS: u32 = 16;
-pub(crate) const MAX_EXP_DIGITS: u32 = 3;
+pub(crate) const MAX_EXP_DIGITS: u32 = 2;
 
 /// A compiled grammar: nodes and the one the text must match.
 #[derive(Debug, Clone, PartialEq)]
