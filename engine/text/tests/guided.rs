@@ -123,7 +123,11 @@ fn check_walks(schema: &Value, g: &Arc<Grammar>, vocab: &Arc<TokenVocab>, seed: 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_completed_walk_is_json_that_validates(seed in any::<u64>()) {
@@ -264,4 +268,62 @@ fn smollm2_forced_tool_call_text_parses_as_the_call() {
     let (_, calls) = hearth_text::parsers::parse_complete(p.as_mut(), text);
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].name, "get_weather");
+}
+
+/// Qwen3's 152k vocabulary: `<tool_call>` is one (non-control) token and the forced hermes call
+/// walks through it; prints the uncached and mean mask cost.
+#[test]
+fn qwen3_vocabulary_forced_hermes_call_and_mask_cost() {
+    let path = support::shared_dir().join("tokenizers/qwen3/tokenizer.json");
+    if !support::require_fixture(&path, "Qwen3 tokenizer") {
+        return;
+    }
+    let tok = Tokenizer::from_file(&path).unwrap();
+    let t0 = Instant::now();
+    let vocab = Arc::new(TokenVocab::new(&tok));
+    println!(
+        "Qwen3 vocabulary: {} tokens, {} trie nodes, built in {:.1} ms",
+        vocab.len(),
+        vocab.trie_nodes(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    let tools = vec![json!({"type": "function", "function": {"name": "search", "parameters":
+        {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}}})];
+    let specs: Vec<ToolSpec> = tools.iter().filter_map(ToolSpec::from_openai).collect();
+    let g = hearth_text::guided::after_reasoning(
+        tool_call_grammar("hermes", &specs, false).unwrap(),
+        hearth_text::guided::ReasoningPrefix::Explicit,
+    );
+    let text = "<think>\nThe user wants a search.\n</think>\n\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"weather in Paris tomorrow\", \"limit\": 5}}\n</tool_call>";
+    let ids = tok.encode(text, false).unwrap();
+    assert!(ids.contains(&tok.token_to_id("<tool_call>").unwrap()));
+    let guide = Guide { grammar: Arc::new(g), vocab: vocab.clone() };
+    let cache = SharedMaskCache::default();
+    let mut st = GuideState::new(&guide, cache.clone());
+    let (mut total, mut worst) = (0f64, 0f64);
+    for &id in &ids {
+        let t = Instant::now();
+        let mask = st.mask();
+        let dt = t.elapsed().as_secs_f64();
+        total += dt;
+        worst = worst.max(dt);
+        assert!(mask.is_allowed(id), "{:?} refused", tok.token_to_piece(id));
+        assert!(st.advance(id));
+    }
+    assert!(st.is_finished());
+    println!(
+        "Qwen3 forced tool call, {} tokens: {} masks computed, mean {:.2} ms/token, worst {:.2} ms",
+        ids.len(),
+        cache.lock().unwrap().computed,
+        total * 1e3 / ids.len() as f64,
+        worst * 1e3
+    );
+    let json = Guide { grammar: Arc::new(json_object_grammar()), vocab };
+    for prefix in ["{", "{\"key\": \"some text", "{\"key\": [1, 2"] {
+        let mut st = GuideState::new(&json, SharedMaskCache::default());
+        assert!(tok.encode(prefix, false).unwrap().iter().all(|&t| st.advance(t)));
+        let t = Instant::now();
+        let n = st.mask().count();
+        println!("Qwen3 uncached mask after {prefix:?}: {n} allowed, {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
 }

@@ -37,7 +37,8 @@ pub(crate) enum Node {
     /// Raw UTF-8 text (possibly empty) that contains none of the stop strings; `dfa[state * 256 +
     /// byte]` is the next state of an automaton over the stops' prefixes (`TEXT_DEAD`: a stop
     /// string is complete).
-    Text { dfa: Box<[u8]> },
+    /// At most `max_chars` characters (`UNBOUNDED`: any number).
+    Text { dfa: Box<[u8]>, max_chars: u32 },
 }
 
 /// Digits allowed in one part of a number (integer, fraction, exponent): bounded so that a model
@@ -127,10 +128,13 @@ impl Builder {
         }
     }
 
-    /// Raw text containing none of `stops` (short ASCII markers).
-    pub(crate) fn text(&mut self, stops: &[&str]) -> NodeId {
+    /// Raw text containing none of `stops` (short markers that start with `<`, which the token
+    /// masks' fast path for text relies on).
+    pub(crate) fn text(&mut self, stops: &[&str], max_chars: u32) -> NodeId {
+        debug_assert!(stops.iter().all(|s| s.starts_with('<')));
         self.add(Node::Text {
             dfa: stop_dfa(stops),
+            max_chars,
         })
     }
 

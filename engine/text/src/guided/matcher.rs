@@ -161,6 +161,11 @@ const STR_HEX_D: u32 = 7;
 /// Inside a multi-byte character: STR_UTF8 + the UTF-8 phase.
 const STR_UTF8: u32 = 10;
 
+/// `Text` frames keep their UTF-8 phase in `aux & TEXT_PHASE` and, when bounded, their
+/// character count above `TEXT_COUNT_SHIFT`.
+const TEXT_PHASE: u32 = 0xF;
+const TEXT_COUNT_SHIFT: u32 = 4;
+
 fn step_str(f: &mut Frame, b: u8, min: u32, max: u32) -> Step {
     let room = f.aux < max;
     match f.pos {
@@ -277,11 +282,16 @@ fn consume(g: &Grammar, f: &mut Frame, b: u8) -> Step {
         }
         Node::Str { min, max } => step_str(f, b, *min, *max),
         Node::Num { integer } => step_num(f, b, *integer),
-        Node::Text { dfa } => {
-            let utf8 = if f.aux == 0 {
+        &Node::Text { ref dfa, max_chars } => {
+            // aux: the UTF-8 phase in the low bits, characters so far above (bounded text only).
+            let (phase, chars) = (f.aux & TEXT_PHASE, f.aux >> TEXT_COUNT_SHIFT);
+            let utf8 = if phase == 0 {
+                if max_chars != UNBOUNDED && chars >= max_chars {
+                    return Step::Dead;
+                }
                 utf8_start(b)
             } else {
-                utf8_cont(f.aux, b)
+                utf8_cont(phase, b)
             };
             let Some(utf8) = utf8 else {
                 return Step::Dead;
@@ -290,8 +300,13 @@ fn consume(g: &Grammar, f: &mut Frame, b: u8) -> Step {
             if next == TEXT_DEAD {
                 return Step::Dead;
             }
+            let chars = if max_chars != UNBOUNDED && utf8 == 0 {
+                chars + 1
+            } else {
+                chars
+            };
             f.pos = next as u32;
-            f.aux = utf8;
+            f.aux = utf8 | chars << TEXT_COUNT_SHIFT;
             Step::Stay
         }
         Node::Seq(_) | Node::Alt(_) | Node::Repeat { .. } => Step::Dead,
@@ -382,13 +397,51 @@ fn close(g: &Grammar, stack: &mut Vec<Frame>, out: &mut State) {
                 stack.pop();
             }
             Node::Text { .. } => {
-                let inside_char = top.aux != 0;
+                let inside_char = top.aux & TEXT_PHASE != 0;
                 out.push(stack);
                 if inside_char {
                     return; // inside a character
                 }
                 stack.pop();
             }
+        }
+    }
+}
+
+/// How a stack reacts to "plain" tokens, which the mask computation can allow without a walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StackKind {
+    /// Inside a JSON string without length bounds, between characters: a token of complete
+    /// UTF-8 characters other than `"`, `\` and control characters leaves the stack unchanged.
+    StrBody,
+    /// Inside unbounded raw text between characters, no stop string begun: a token of complete UTF-8
+    /// characters without `<` leaves it unchanged (every stop string starts with `<`).
+    TextRest,
+    Other,
+}
+
+pub(crate) fn stack_kind(g: &Grammar, stack: &[Frame]) -> StackKind {
+    let Some(top) = stack.last() else {
+        return StackKind::Other;
+    };
+    match g.node(top.node) {
+        Node::Str { min: 0, max } if *max == UNBOUNDED && top.pos == STR_BODY => StackKind::StrBody,
+        Node::Text { max_chars, .. }
+            if *max_chars == UNBOUNDED && top.pos == 0 && top.aux == 0 =>
+        {
+            StackKind::TextRest
+        }
+        _ => StackKind::Other,
+    }
+}
+
+/// A state of the given stacks of `from` (the mask of a state is the union of its stacks'
+/// masks, so they can be computed group by group).
+pub(crate) fn select(from: &State, keep: impl Fn(&[Frame]) -> bool, out: &mut State) {
+    out.clear();
+    for s in from.stacks() {
+        if keep(s) {
+            out.push(s);
         }
     }
 }

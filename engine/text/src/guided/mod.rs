@@ -46,7 +46,7 @@ const REASONING_ENDS: &[&str] = &[
 /// `g`, optionally preceded by a reasoning section and up to a few newlines.
 pub fn after_reasoning(g: Grammar, prefix: ReasoningPrefix) -> Grammar {
     let mut b = grammar::Builder::from_grammar(&g);
-    let text = b.text(REASONING_ENDS);
+    let text = b.text(REASONING_ENDS, grammar::UNBOUNDED);
     let close = b.lit("</think>");
     let section = match prefix {
         ReasoningPrefix::Explicit => {

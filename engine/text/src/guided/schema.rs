@@ -6,7 +6,7 @@
 //! Supported: `type` (one or a list), `properties` + `required`, `additionalProperties` (false or
 //! absent: only the declared properties; true or a schema: an object with no `properties` becomes
 //! a map), `items` + `minItems` / `maxItems`, `minLength` / `maxLength`, `enum` and `const` at any
-//! level, `anyOf` / `oneOf` (oneOf is not made exclusive), `allOf` with one schema, `$ref` to
+//! level (an object with neither `properties` nor `additionalProperties`: any object), `anyOf` / `oneOf` (oneOf is not made exclusive), `allOf` with one schema, `$ref` to
 //! `#`, `#/$defs/...`, `#/definitions/...` (recursion included), and the boolean schemas.
 //! Annotations (`title`, `description`, `default`, `examples`, `format`, ...) are ignored. Any
 //! other keyword is refused with a `SchemaError` naming it and its place in the schema.
@@ -353,7 +353,8 @@ impl<'a> Compiler<'a> {
             Some(_) => return Err(invalid(&format!("{path}/required"), "required must be an array")),
         };
         match m.get("additionalProperties") {
-            None if props.is_empty() => return Ok(self.any_object()),
+            // `{"type": "object"}`: any object; `"properties": {}` declares that there are none.
+            None if !m.contains_key("properties") => return Ok(self.any_object()),
             None | Some(Value::Bool(false)) => {}
             Some(extra) if props.is_empty() => {
                 let value = self.compile(extra, &format!("{path}/additionalProperties"))?;

@@ -330,3 +330,80 @@ fn masks_are_cached_per_state() {
     assert_eq!(logits[13], f32::NEG_INFINITY);
     assert_eq!(logits[19], f32::NEG_INFINITY, "ids past the vocabulary are masked");
 }
+
+/// Every mask equals the brute-force answer (each token's bytes fed to a copy of the matcher),
+/// in string, raw-text and structural states alike, so the trie walk and its fast paths for
+/// plain string / text tokens are exact.
+#[test]
+fn masks_equal_brute_force_token_by_token() {
+    let mut pieces: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+    for p in [
+        "ab", "a\"", "\",", "\", \"", "\\n", "\\u00", "é", "日本", "x<", "</", "</arg_value>", "<arg_key>",
+        "</tool_call>", "\": ", "{\"", "true", "12", "-0.", "e+1", " \n", "\"}", "]}", "\u{1F600}",
+    ] {
+        pieces.push((p.as_bytes().to_vec(), false));
+    }
+    pieces.push((vec![0xC3], false)); // half a character
+    pieces.push((b"<|eot|>".to_vec(), true));
+    let vocab = Arc::new(TokenVocab::from_pieces(pieces));
+    let tools = weather_tools();
+    let cases: Vec<(Arc<Grammar>, Vec<&str>)> = vec![
+        (
+            schema(json!({"type": "object", "properties": {"ab": {"type": "string"}, "n": {"type": "number"}}})),
+            vec!["", "{", "{\"ab\": \"x", "{\"ab\": \"x\\", "{\"ab\": \"\u{e9}", "{\"ab\": \"q\", \"n\": -0"],
+        ),
+        (
+            Arc::new(tool_call_grammar("glm47", &tools, true).unwrap()),
+            vec!["<tool_call>get_weather<arg_key>city</arg_key><arg_value>", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</", "<tool_call>now</tool_call>"],
+        ),
+        (
+            Arc::new(after_reasoning(json_object_grammar(), ReasoningPrefix::Explicit)),
+            vec!["", "<think>", "<think>hmm <", "<think>x</think>\n", "{\"k\": [\"v"],
+        ),
+    ];
+    for (g, prefixes) in cases {
+        let guide = Guide { grammar: g.clone(), vocab: vocab.clone() };
+        for prefix in prefixes {
+            let mut st = GuideState::new(&guide, SharedMaskCache::default());
+            let mut m = Matcher::new(g.clone());
+            assert!(m.accept_bytes(prefix.as_bytes()), "{prefix:?}");
+            for &b in prefix.as_bytes() {
+                assert!(st.advance(b as u32), "{prefix:?}");
+            }
+            let mask = st.mask();
+            for id in 0..vocab.len() as u32 {
+                let brute = vocab.is_guidable(id) && m.clone().accept_bytes(vocab.token_bytes(id));
+                assert_eq!(mask.is_allowed(id), brute, "after {prefix:?}, token {:?}", String::from_utf8_lossy(vocab.token_bytes(id)));
+            }
+        }
+    }
+}
+
+#[test]
+fn glm_raw_string_values_honour_max_length_and_empty_properties_mean_no_arguments() {
+    let tools = vec![
+        ToolSpec {
+            name: "note".into(),
+            parameters: Some(json!({"type": "object", "properties": {"text": {"type": "string", "maxLength": 3}}, "required": ["text"]})),
+        },
+        ToolSpec {
+            name: "ping".into(),
+            parameters: Some(json!({"type": "object", "properties": {}})),
+        },
+    ];
+    let g = Arc::new(tool_call_grammar("glm47", &tools, false).unwrap());
+    check(
+        &g,
+        &[
+            "<tool_call>note<arg_key>text</arg_key><arg_value>a\u{e9}c</arg_value></tool_call>",
+            "<tool_call>ping</tool_call>",
+        ],
+        &["<tool_call>note<arg_key>text</arg_key><arg_value>abcd</arg_value></tool_call>"],
+    );
+    let h = Arc::new(tool_call_grammar("hermes", &tools[1..], false).unwrap());
+    check(
+        &h,
+        &["<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"],
+        &["<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"x\": 1}}\n</tool_call>"],
+    );
+}

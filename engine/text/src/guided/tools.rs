@@ -173,7 +173,14 @@ fn glm_args(b: &mut Builder, params: &Value, nl: &str) -> Result<NodeId, SchemaE
     let mut c = Compiler::new(b, params);
     for (name, schema) in &props {
         let value = match raw_string_values(schema) {
-            Some(None) => c.builder().text(&["</arg_value>", "</tool_call>"]),
+            Some(None) => {
+                let max = schema
+                    .get("maxLength")
+                    .and_then(Value::as_u64)
+                    .and_then(|m| u32::try_from(m).ok())
+                    .unwrap_or(UNBOUNDED);
+                c.builder().text(&["</arg_value>", "</tool_call>"], max)
+            }
             Some(Some(words)) => {
                 let lits: Vec<NodeId> = words.iter().map(|w| c.builder().lit(w)).collect();
                 c.builder().alt(&lits)
