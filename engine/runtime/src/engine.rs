@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hearth_backend::Backend;
-use hearth_text::guided::{GuideState, SharedMaskCache};
 use hearth_sched::{NewSeq, SchedError, Scheduler, SchedulerConfig, SchedulerOutput, SeqId};
+use hearth_text::guided::{GuideState, SharedMaskCache};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
 
@@ -455,7 +455,10 @@ impl<B: Backend> Core<B> {
                     first_token: None,
                     last_token: None,
                     cached_tokens: None,
-                    guide: req.guide.as_ref().map(|g| GuideState::new(g, masks.clone())),
+                    guide: req
+                        .guide
+                        .as_ref()
+                        .map(|g| GuideState::new(g, masks.clone())),
                 },
             );
         }
@@ -637,7 +640,10 @@ fn guide_logits(g: &mut GuideState, row: &mut [f32], stops: &[u32], seq: SeqId) 
     mask.apply(row);
     let dead_end = mask.count() == 0 && !g.is_accepting();
     if dead_end {
-        warn!(seq, "engine: no token can continue the guided text; ending the sample");
+        warn!(
+            seq,
+            "engine: no token can continue the guided text; ending the sample"
+        );
     }
     if g.is_accepting() || dead_end {
         for (t, l) in kept {

@@ -50,8 +50,9 @@ fn schemas() -> Vec<Value> {
 fn synthetic_vocab() -> Arc<TokenVocab> {
     let mut pieces: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
     for p in [
-        "{\"", "\":", "\": ", "\",", ", \"", "\"}", "true", "false", "null", "name", "age", "[\"", "\"]",
-        "  ", "\n", "12", "0.5", "e+", "\\n", "\\u00e9", "é", "tags", "kids", "\": [", "}]", "},",
+        "{\"", "\":", "\": ", "\",", ", \"", "\"}", "true", "false", "null", "name", "age", "[\"",
+        "\"]", "  ", "\n", "12", "0.5", "e+", "\\n", "\\u00e9", "é", "tags", "kids", "\": [", "}]",
+        "},",
     ] {
         pieces.push((p.as_bytes().to_vec(), false));
     }
@@ -89,11 +90,20 @@ fn walk(g: &Arc<Grammar>, vocab: &Arc<TokenVocab>, seed: u64, steps: usize) -> O
             return Some(text);
         }
         let allowed: Vec<u32> = st.mask().allowed().collect();
-        assert!(!allowed.is_empty(), "no token allowed after {:?}", String::from_utf8_lossy(&text));
+        assert!(
+            !allowed.is_empty(),
+            "no token allowed after {:?}",
+            String::from_utf8_lossy(&text)
+        );
         let closing: Vec<u32> = allowed
             .iter()
             .copied()
-            .filter(|&t| matches!(vocab.token_bytes(t), b"\"" | b"}" | b"]" | b"0" | b"null" | b"true"))
+            .filter(|&t| {
+                matches!(
+                    vocab.token_bytes(t),
+                    b"\"" | b"}" | b"]" | b"0" | b"null" | b"true"
+                )
+            })
             .collect();
         let pick = if step > 20 && !closing.is_empty() && rng.below(3) > 0 {
             closing[rng.below(closing.len())]
@@ -116,7 +126,10 @@ fn check_walks(schema: &Value, g: &Arc<Grammar>, vocab: &Arc<TokenVocab>, seed: 
         let text = String::from_utf8(bytes).expect("guided text is UTF-8");
         let v: Value = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {text:?} for {schema}"));
-        assert!(validator.is_valid(&v), "{text} does not validate against {schema}");
+        assert!(
+            validator.is_valid(&v),
+            "{text} does not validate against {schema}"
+        );
         done += 1;
     }
     done
@@ -193,7 +206,11 @@ fn smollm2_vocabulary_masks_allow_the_tokenizers_own_tokens() {
         let dt = t.elapsed().as_secs_f64();
         total += dt;
         worst = worst.max(dt);
-        assert!(mask.is_allowed(id), "token {id} ({:?}) refused", tok.token_to_piece(id));
+        assert!(
+            mask.is_allowed(id),
+            "token {id} ({:?}) refused",
+            tok.token_to_piece(id)
+        );
         assert!(mask.count() < vocab.len());
         assert!(st.advance(id));
     }
@@ -213,7 +230,10 @@ fn smollm2_vocabulary_masks_allow_the_tokenizers_own_tokens() {
     assert!(start.is_allowed(id("{")));
     assert!(!start.is_allowed(id("Hello")));
     for eos in tok.eos_ids() {
-        assert!(!start.is_allowed(*eos), "control tokens are the engine's business");
+        assert!(
+            !start.is_allowed(*eos),
+            "control tokens are the engine's business"
+        );
     }
 }
 
@@ -227,7 +247,14 @@ fn smollm2_uncached_mask_cost_per_state() {
         vocab: vocab.clone(),
     };
     let ids_of = |prefix: &str| tok.encode(prefix, false).unwrap();
-    for prefix in ["", "{", "{\"", "{\"key\": ", "{\"key\": \"some text", "{\"key\": [1, 2"] {
+    for prefix in [
+        "",
+        "{",
+        "{\"",
+        "{\"key\": ",
+        "{\"key\": \"some text",
+        "{\"key\": [1, 2",
+    ] {
         let reps = 5;
         let mut secs = 0.0;
         let mut allowed = 0;
@@ -252,8 +279,10 @@ fn smollm2_uncached_mask_cost_per_state() {
 fn smollm2_forced_tool_call_text_parses_as_the_call() {
     let Some(tok) = smollm2() else { return };
     let vocab = Arc::new(TokenVocab::new(&tok));
-    let tools = vec![json!({"type": "function", "function": {"name": "get_weather", "parameters":
-        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})];
+    let tools = vec![
+        json!({"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}),
+    ];
     let specs: Vec<ToolSpec> = tools.iter().filter_map(ToolSpec::from_openai).collect();
     let g = Arc::new(tool_call_grammar("hermes", &specs, false).unwrap());
     let text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
@@ -287,8 +316,10 @@ fn qwen3_vocabulary_forced_hermes_call_and_mask_cost() {
         vocab.trie_nodes(),
         t0.elapsed().as_secs_f64() * 1e3
     );
-    let tools = vec![json!({"type": "function", "function": {"name": "search", "parameters":
-        {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}}})];
+    let tools = vec![
+        json!({"type": "function", "function": {"name": "search", "parameters":
+        {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}}}),
+    ];
     let specs: Vec<ToolSpec> = tools.iter().filter_map(ToolSpec::from_openai).collect();
     let g = hearth_text::guided::after_reasoning(
         tool_call_grammar("hermes", &specs, false).unwrap(),
@@ -297,7 +328,10 @@ fn qwen3_vocabulary_forced_hermes_call_and_mask_cost() {
     let text = "<think>\nThe user wants a search.\n</think>\n\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"weather in Paris tomorrow\", \"limit\": 5}}\n</tool_call>";
     let ids = tok.encode(text, false).unwrap();
     assert!(ids.contains(&tok.token_to_id("<tool_call>").unwrap()));
-    let guide = Guide { grammar: Arc::new(g), vocab: vocab.clone() };
+    let guide = Guide {
+        grammar: Arc::new(g),
+        vocab: vocab.clone(),
+    };
     let cache = SharedMaskCache::default();
     let mut st = GuideState::new(&guide, cache.clone());
     let (mut total, mut worst) = (0f64, 0f64);
@@ -318,12 +352,22 @@ fn qwen3_vocabulary_forced_hermes_call_and_mask_cost() {
         total * 1e3 / ids.len() as f64,
         worst * 1e3
     );
-    let json = Guide { grammar: Arc::new(json_object_grammar()), vocab };
+    let json = Guide {
+        grammar: Arc::new(json_object_grammar()),
+        vocab,
+    };
     for prefix in ["{", "{\"key\": \"some text", "{\"key\": [1, 2"] {
         let mut st = GuideState::new(&json, SharedMaskCache::default());
-        assert!(tok.encode(prefix, false).unwrap().iter().all(|&t| st.advance(t)));
+        assert!(tok
+            .encode(prefix, false)
+            .unwrap()
+            .iter()
+            .all(|&t| st.advance(t)));
         let t = Instant::now();
         let n = st.mask().count();
-        println!("Qwen3 uncached mask after {prefix:?}: {n} allowed, {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "Qwen3 uncached mask after {prefix:?}: {n} allowed, {:.2} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
     }
 }

@@ -29,9 +29,9 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
 use super::chat::{render, template_kwargs};
+use super::guided::{self, Forced};
 use crate::error::{ApiError, ErrorKind};
 use crate::pipeline::SampleText;
-use super::guided::{self, Forced};
 use crate::state::AppState;
 
 const BILLING_HEADER: &str = "x-anthropic-billing-header:";
@@ -187,7 +187,10 @@ fn prepare(
         Some(ToolChoice::None) => false,
         _ => {
             if s.tool_parser.is_none() {
-                return Err(bad("tools", "tools need a tool parser: set engine.tool_call_parser in the spec"));
+                return Err(bad(
+                    "tools",
+                    "tools need a tool parser: set engine.tool_call_parser in the spec",
+                ));
             }
             true
         }
@@ -207,12 +210,18 @@ fn prepare(
         Some(ToolChoice::Tool {
             name,
             disable_parallel_tool_use,
-        }) => (Some(Forced::Named(name.as_str())), *disable_parallel_tool_use),
+        }) => (
+            Some(Forced::Named(name.as_str())),
+            *disable_parallel_tool_use,
+        ),
         _ => (None, None),
     };
     let guide = match forced {
         Some(_) if tools.is_empty() => {
-            return Err(bad("tool_choice", "tool_choice `any` or `tool` needs `tools`"))
+            return Err(bad(
+                "tool_choice",
+                "tool_choice `any` or `tool` needs `tools`",
+            ))
         }
         Some(f) => Some(
             guided::forced_tools(s, &tools, f, single != Some(true), thinking, "tool_choice")

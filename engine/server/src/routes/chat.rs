@@ -124,7 +124,12 @@ fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, P
         .and_then(Value::as_bool)
         .unwrap_or(true);
     let guide = match forced {
-        Some(_) if req.response_format.as_ref().is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) => {
+        Some(_)
+            if req
+                .response_format
+                .as_ref()
+                .is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) =>
+        {
             return Err(ApiError::bad(
                 "response_format",
                 "response_format cannot be combined with tool_choice required or a named \

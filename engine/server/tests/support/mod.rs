@@ -77,4 +77,3 @@ pub fn post(path: &str, body: Value) -> Request<Body> {
         .body(Body::from(body.to_string()))
         .unwrap()
 }
-

@@ -168,7 +168,10 @@ fn stop_dfa(stops: &[&str]) -> Box<[u8]> {
         for b in 0..=255u8 {
             let mut seen = prefix.to_vec();
             seen.push(b);
-            let next = if stops.iter().any(|s| !s.is_empty() && seen.ends_with(s.as_bytes())) {
+            let next = if stops
+                .iter()
+                .any(|s| !s.is_empty() && seen.ends_with(s.as_bytes()))
+            {
                 TEXT_DEAD
             } else {
                 (0..=seen.len())

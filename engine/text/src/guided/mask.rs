@@ -126,7 +126,8 @@ impl TokenVocab {
             offsets.push(bytes.len() as u32);
         }
         let n = in_trie.len();
-        let piece = |id: u32| &bytes[offsets[id as usize] as usize..offsets[id as usize + 1] as usize];
+        let piece =
+            |id: u32| &bytes[offsets[id as usize] as usize..offsets[id as usize + 1] as usize];
         let ids: Vec<u32> = (0..n as u32).filter(|&id| in_trie[id as usize]).collect();
         let (mut plain_str, mut plain_text) = (TokenMask::none(n), TokenMask::none(n));
         let (mut rest_str, mut rest_text) = (Vec::new(), Vec::new());
@@ -295,7 +296,13 @@ fn walk(trie: &Trie, g: &Grammar, state: &State, scratch: &mut WalkScratch, mask
         let n = trie.nodes[i];
         let d = n.depth as usize;
         let (before, after) = scratch.states.split_at_mut(d);
-        if advance(g, &before[d - 1], n.byte, &mut after[0], &mut scratch.frames) {
+        if advance(
+            g,
+            &before[d - 1],
+            n.byte,
+            &mut after[0],
+            &mut scratch.frames,
+        ) {
             for &t in &trie.tokens[n.tok_start as usize..n.tok_end as usize] {
                 mask.allow(t);
             }

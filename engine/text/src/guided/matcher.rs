@@ -426,9 +426,7 @@ pub(crate) fn stack_kind(g: &Grammar, stack: &[Frame]) -> StackKind {
     };
     match g.node(top.node) {
         Node::Str { min: 0, max } if *max == UNBOUNDED && top.pos == STR_BODY => StackKind::StrBody,
-        Node::Text { max_chars, .. }
-            if *max_chars == UNBOUNDED && top.pos == 0 && top.aux == 0 =>
-        {
+        Node::Text { max_chars, .. } if *max_chars == UNBOUNDED && top.pos == 0 && top.aux == 0 => {
             StackKind::TextRest
         }
         _ => StackKind::Other,

@@ -21,7 +21,9 @@ use std::sync::Arc;
 pub use grammar::Grammar;
 pub use mask::{MaskCache, SharedMaskCache, TokenMask, TokenVocab};
 pub use matcher::Matcher;
-pub use schema::{json_object_grammar, json_schema_grammar, SchemaError, MAX_WS, SUPPORTED_KEYWORDS};
+pub use schema::{
+    json_object_grammar, json_schema_grammar, SchemaError, MAX_WS, SUPPORTED_KEYWORDS,
+};
 pub use tools::{tool_call_grammar, ToolGrammarError, ToolSpec, GUIDED_TOOL_PARSERS};
 
 /// How a reasoning model's output opens before the guided part (reasoning-aware guided

@@ -164,17 +164,19 @@ impl<'a> Compiler<'a> {
             return Ok(self.literal_value(v));
         }
         if let Some(vals) = m.get("enum") {
-            let vals = vals
-                .as_array()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| invalid(&format!("{path}/enum"), "enum must be a non-empty array"))?;
+            let vals = vals.as_array().filter(|v| !v.is_empty()).ok_or_else(|| {
+                invalid(&format!("{path}/enum"), "enum must be a non-empty array")
+            })?;
             let items: Vec<NodeId> = vals.iter().map(|v| self.literal_value(v)).collect();
             return Ok(self.b.alt(&items));
         }
         for key in ["anyOf", "oneOf", "allOf"] {
             let Some(subs) = m.get(key) else { continue };
             let subs = subs.as_array().filter(|s| !s.is_empty()).ok_or_else(|| {
-                invalid(&format!("{path}/{key}"), format!("{key} must be a non-empty array"))
+                invalid(
+                    &format!("{path}/{key}"),
+                    format!("{key} must be a non-empty array"),
+                )
             })?;
             if let Some(other) = ["type", "properties", "items", "anyOf", "oneOf", "allOf"]
                 .iter()
@@ -220,14 +222,22 @@ impl<'a> Compiler<'a> {
         Ok(self.b.alt(&items))
     }
 
-    fn typed(&mut self, t: &str, m: &Map<String, Value>, path: &str) -> Result<NodeId, SchemaError> {
+    fn typed(
+        &mut self,
+        t: &str,
+        m: &Map<String, Value>,
+        path: &str,
+    ) -> Result<NodeId, SchemaError> {
         Ok(match t {
             "any" => self.any_value(),
             "string" => {
                 let min = count(m, "minLength", path)?.unwrap_or(0);
                 let max = count(m, "maxLength", path)?.unwrap_or(UNBOUNDED);
                 if min > max {
-                    return Err(invalid(path, format!("minLength {min} is above maxLength {max}")));
+                    return Err(invalid(
+                        path,
+                        format!("minLength {min} is above maxLength {max}"),
+                    ));
                 }
                 self.b.add(Node::Str { min, max })
             }
@@ -261,7 +271,13 @@ impl<'a> Compiler<'a> {
         }
         let target = r
             .strip_prefix('#')
-            .and_then(|p| if p.is_empty() { Some(self.root) } else { self.root.pointer(p) })
+            .and_then(|p| {
+                if p.is_empty() {
+                    Some(self.root)
+                } else {
+                    self.root.pointer(p)
+                }
+            })
             .ok_or_else(|| {
                 unsupported(
                     &format!("{path}/$ref"),
@@ -313,7 +329,10 @@ impl<'a> Compiler<'a> {
         let min = count(m, "minItems", path)?.unwrap_or(0);
         let max = count(m, "maxItems", path)?.unwrap_or(UNBOUNDED);
         if min > max {
-            return Err(invalid(path, format!("minItems {min} is above maxItems {max}")));
+            return Err(invalid(
+                path,
+                format!("minItems {min} is above maxItems {max}"),
+            ));
         }
         Ok(self.bracketed("[", item, min, max, "]"))
     }
@@ -338,7 +357,12 @@ impl<'a> Compiler<'a> {
         let props = match m.get("properties") {
             None => &empty,
             Some(Value::Object(p)) => p,
-            Some(_) => return Err(invalid(&format!("{path}/properties"), "properties must be an object")),
+            Some(_) => {
+                return Err(invalid(
+                    &format!("{path}/properties"),
+                    "properties must be an object",
+                ))
+            }
         };
         let required: Vec<&str> = match m.get("required") {
             None => Vec::new(),
@@ -346,11 +370,19 @@ impl<'a> Compiler<'a> {
                 .iter()
                 .map(|v| {
                     v.as_str().ok_or_else(|| {
-                        invalid(&format!("{path}/required"), format!("{v} is not a property name"))
+                        invalid(
+                            &format!("{path}/required"),
+                            format!("{v} is not a property name"),
+                        )
                     })
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(invalid(&format!("{path}/required"), "required must be an array")),
+            Some(_) => {
+                return Err(invalid(
+                    &format!("{path}/required"),
+                    "required must be an array",
+                ))
+            }
         };
         match m.get("additionalProperties") {
             // `{"type": "object"}`: any object; `"properties": {}` declares that there are none.
@@ -377,7 +409,10 @@ impl<'a> Compiler<'a> {
         let mut pairs = Vec::with_capacity(props.len());
         for (name, schema) in props {
             let key = self.b.lit(&Value::String(name.clone()).to_string());
-            let value = self.compile(schema, &format!("{path}/properties/{}", escape_pointer(name)))?;
+            let value = self.compile(
+                schema,
+                &format!("{path}/properties/{}", escape_pointer(name)),
+            )?;
             pairs.push((self.pair(key, value), required.contains(&name.as_str())));
         }
         let body = self.members(&pairs, ",");
@@ -394,7 +429,11 @@ impl<'a> Compiler<'a> {
     }
 
     /// As `members`, with an arbitrary separator node (or none).
-    pub(crate) fn members_with(&mut self, members: &[(NodeId, bool)], sep: Option<NodeId>) -> NodeId {
+    pub(crate) fn members_with(
+        &mut self,
+        members: &[(NodeId, bool)],
+        sep: Option<NodeId>,
+    ) -> NodeId {
         let end = self.b.seq(&[]);
         let (mut rest_first, mut rest_after) = (end, end);
         for &(member, required) in members.iter().rev() {
@@ -429,7 +468,8 @@ impl<'a> Compiler<'a> {
         });
         let n = self.b.add(Node::Num { integer: false });
         let (t, f, null) = (self.b.lit("true"), self.b.lit("false"), self.b.lit("null"));
-        self.b.set(id, Node::Alt(Box::new([obj, arr, s, n, t, f, null])));
+        self.b
+            .set(id, Node::Alt(Box::new([obj, arr, s, n, t, f, null])));
         id
     }
 
@@ -456,9 +496,15 @@ fn infer_type(m: &Map<String, Value>) -> &'static str {
         .any(|k| m.contains_key(*k))
     {
         "object"
-    } else if ["items", "minItems", "maxItems"].iter().any(|k| m.contains_key(*k)) {
+    } else if ["items", "minItems", "maxItems"]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    {
         "array"
-    } else if ["minLength", "maxLength"].iter().any(|k| m.contains_key(*k)) {
+    } else if ["minLength", "maxLength"]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    {
         "string"
     } else {
         "any"
@@ -473,7 +519,12 @@ fn count(m: &Map<String, Value>, key: &str, path: &str) -> Result<Option<u32>, S
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n < UNBOUNDED)
             .map(Some)
-            .ok_or_else(|| invalid(&format!("{path}/{key}"), format!("{key} is {v}; allowed: a non-negative integer"))),
+            .ok_or_else(|| {
+                invalid(
+                    &format!("{path}/{key}"),
+                    format!("{key} is {v}; allowed: a non-negative integer"),
+                )
+            }),
     }
 }
 

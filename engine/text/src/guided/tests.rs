@@ -32,11 +32,27 @@ fn strings_with_escapes_lengths_and_utf8() {
     let g = schema(json!({"type": "string"}));
     check(
         &g,
-        &[r#""""#, r#""abc""#, r#""a\"b\\c\n\u00e9""#, "\"caf\u{e9} \u{1F600}\""],
-        &[r#""abc"#, r#"abc"#, "\"a\nb\"", r#""\x""#, r#""\ud800""#, r#""a" "#],
+        &[
+            r#""""#,
+            r#""abc""#,
+            r#""a\"b\\c\n\u00e9""#,
+            "\"caf\u{e9} \u{1F600}\"",
+        ],
+        &[
+            r#""abc"#,
+            r#"abc"#,
+            "\"a\nb\"",
+            r#""\x""#,
+            r#""\ud800""#,
+            r#""a" "#,
+        ],
     );
     let g = schema(json!({"type": "string", "minLength": 2, "maxLength": 3}));
-    check(&g, &[r#""ab""#, r#""a\nc""#, "\"\u{e9}\u{e9}\""], &[r#""a""#, r#""abcd""#]);
+    check(
+        &g,
+        &[r#""ab""#, r#""a\nc""#, "\"\u{e9}\u{e9}\""],
+        &[r#""a""#, r#""abcd""#],
+    );
     let mut m = Matcher::new(schema(json!({"type": "string"})));
     // Bytes that are not UTF-8 are refused and leave the matcher as it was.
     assert!(!m.accept_bytes(b"\"\xff"));
@@ -53,13 +69,34 @@ fn numbers_integers_booleans_null() {
     check(
         &n,
         &["0", "-0", "12", "-3.25", "1e5", "2.5E-3", "1e+2"],
-        &["01", "-", "1.", ".5", "1e", "+1", "1.5.2", "12345678901234567"],
+        &[
+            "01",
+            "-",
+            "1.",
+            ".5",
+            "1e",
+            "+1",
+            "1.5.2",
+            "12345678901234567",
+        ],
     );
     let i = schema(json!({"type": "integer"}));
     check(&i, &["0", "-42", "7"], &["1.0", "1e3", "00"]);
-    check(&schema(json!({"type": "boolean"})), &["true", "false"], &["True", "1"]);
-    check(&schema(json!({"type": "null"})), &["null"], &["nul", "None"]);
-    check(&schema(json!({"type": ["integer", "null"]})), &["3", "null"], &["\"3\""]);
+    check(
+        &schema(json!({"type": "boolean"})),
+        &["true", "false"],
+        &["True", "1"],
+    );
+    check(
+        &schema(json!({"type": "null"})),
+        &["null"],
+        &["nul", "None"],
+    );
+    check(
+        &schema(json!({"type": ["integer", "null"]})),
+        &["3", "null"],
+        &["\"3\""],
+    );
 }
 
 #[test]
@@ -95,19 +132,33 @@ fn objects_keep_declared_order_and_allow_bounded_whitespace() {
 #[test]
 fn object_without_properties_is_any_object_and_maps_type_their_values() {
     let any = schema(json!({"type": "object"}));
-    check(&any, &[r#"{}"#, r#"{"a": [1, {"b": null}], "c": "d"}"#], &["[]", "3"]);
+    check(
+        &any,
+        &[r#"{}"#, r#"{"a": [1, {"b": null}], "c": "d"}"#],
+        &["[]", "3"],
+    );
     let map = schema(json!({"type": "object", "additionalProperties": {"type": "integer"}}));
     check(&map, &[r#"{"a": 1, "b": 2}"#, "{}"], &[r#"{"a": "x"}"#]);
     let closed = schema(json!({"type": "object", "additionalProperties": false}));
     check(&closed, &["{}", "{ }"], &[r#"{"a": 1}"#]);
     let json_mode = Arc::new(json_object_grammar());
-    check(&json_mode, &[r#"{"x": [true, 1.5, "s"]}"#], &["[1]", "\"s\"", "{"]);
+    check(
+        &json_mode,
+        &[r#"{"x": [true, 1.5, "s"]}"#],
+        &["[1]", "\"s\"", "{"],
+    );
 }
 
 #[test]
 fn arrays_with_item_counts() {
-    let g = schema(json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}));
-    check(&g, &["[1]", "[1, 2,3]", "[ 1 ]"], &["[]", "[1,2,3,4]", "[1,]", "[\"a\"]"]);
+    let g = schema(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
+    );
+    check(
+        &g,
+        &["[1]", "[1, 2,3]", "[ 1 ]"],
+        &["[]", "[1,2,3,4]", "[1,]", "[\"a\"]"],
+    );
     let g = schema(json!({"type": "array", "maxItems": 0}));
     check(&g, &["[]"], &["[1]"]);
 }
@@ -135,7 +186,10 @@ fn enum_const_anyof_and_refs() {
     }));
     check(
         &tree,
-        &[r#"{"value": 1}"#, r#"{"value": 1, "children": [{"value": 2, "children": []}]}"#],
+        &[
+            r#"{"value": 1}"#,
+            r#"{"value": 1, "children": [{"value": 2, "children": []}]}"#,
+        ],
         &[r#"{"value": 1, "children": [{}]}"#],
     );
     let defs = schema(json!({
@@ -151,9 +205,15 @@ fn enum_const_anyof_and_refs() {
 fn unsupported_keywords_are_named() {
     let err = |s: Value| json_schema_grammar(&s).unwrap_err().to_string();
     let e = err(json!({"type": "string", "pattern": "^a+$"}));
-    assert!(e.contains("`pattern`") && e.contains("#") && e.contains("supported keywords"), "{e}");
+    assert!(
+        e.contains("`pattern`") && e.contains("#") && e.contains("supported keywords"),
+        "{e}"
+    );
     let e = err(json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}));
-    assert!(e.contains("#/properties/n") && e.contains("`minimum`"), "{e}");
+    assert!(
+        e.contains("#/properties/n") && e.contains("`minimum`"),
+        "{e}"
+    );
     let e = err(json!({"$ref": "https://example.com/s.json"}));
     assert!(e.contains("only local references"), "{e}");
     let e = err(json!({"type": "object", "properties": {"a": {}}, "required": ["b"]}));
@@ -170,7 +230,9 @@ fn incremental_matching_reports_accepting_and_finished() {
     assert!(m.is_accepting() && !m.is_finished());
     assert!(!m.accept_bytes(b"x"));
     assert!(m.accept_bytes(b"2"));
-    let mut m = Matcher::new(schema(json!({"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]})));
+    let mut m = Matcher::new(schema(
+        json!({"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}),
+    ));
     for part in ["{", "\"a\"", ": ", "tr", "ue"] {
         assert!(m.accept_bytes(part.as_bytes()), "{part}");
         assert!(!m.is_accepting());
@@ -242,7 +304,10 @@ fn glm_tool_calls_write_strings_raw_and_other_values_as_json() {
         &["<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>"],
     );
     let e = tool_call_grammar("deepseek_v3", &weather_tools(), false).unwrap_err();
-    assert!(e.to_string().contains("`deepseek_v3`") && e.to_string().contains("hermes"), "{e}");
+    assert!(
+        e.to_string().contains("`deepseek_v3`") && e.to_string().contains("hermes"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -270,16 +335,22 @@ fn tool_calls_forced_by_the_grammar_parse_back_through_the_tool_parser() {
 
 /// A toy vocabulary: single characters, a few merged pieces, and one control token.
 fn toy_vocab() -> Arc<TokenVocab> {
-    let pieces = ["{", "}", "\"", "a", "b", ":", " ", "1", "2", "{\"", "\":", "ab", "\"}", "<eos>", "\n", "x"];
+    let pieces = [
+        "{", "}", "\"", "a", "b", ":", " ", "1", "2", "{\"", "\":", "ab", "\"}", "<eos>", "\n", "x",
+    ];
     Arc::new(TokenVocab::from_pieces(
-        pieces.iter().map(|p| (p.as_bytes().to_vec(), *p == "<eos>")),
+        pieces
+            .iter()
+            .map(|p| (p.as_bytes().to_vec(), *p == "<eos>")),
     ))
 }
 
 #[test]
 fn token_masks_follow_the_grammar_and_leave_out_control_tokens() {
     let vocab = toy_vocab();
-    let g = schema(json!({"type": "object", "properties": {"ab": {"type": "integer"}}, "required": ["ab"]}));
+    let g = schema(
+        json!({"type": "object", "properties": {"ab": {"type": "integer"}}, "required": ["ab"]}),
+    );
     let guide = Guide {
         grammar: g,
         vocab: vocab.clone(),
@@ -328,7 +399,11 @@ fn masks_are_cached_per_state() {
     first.apply(&mut logits);
     assert_eq!(logits[3], 1.0);
     assert_eq!(logits[13], f32::NEG_INFINITY);
-    assert_eq!(logits[19], f32::NEG_INFINITY, "ids past the vocabulary are masked");
+    assert_eq!(
+        logits[19],
+        f32::NEG_INFINITY,
+        "ids past the vocabulary are masked"
+    );
 }
 
 /// Every mask equals the brute-force answer (each token's bytes fed to a copy of the matcher),
@@ -338,8 +413,29 @@ fn masks_are_cached_per_state() {
 fn masks_equal_brute_force_token_by_token() {
     let mut pieces: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
     for p in [
-        "ab", "a\"", "\",", "\", \"", "\\n", "\\u00", "é", "日本", "x<", "</", "</arg_value>", "<arg_key>",
-        "</tool_call>", "\": ", "{\"", "true", "12", "-0.", "e+1", " \n", "\"}", "]}", "\u{1F600}",
+        "ab",
+        "a\"",
+        "\",",
+        "\", \"",
+        "\\n",
+        "\\u00",
+        "é",
+        "日本",
+        "x<",
+        "</",
+        "</arg_value>",
+        "<arg_key>",
+        "</tool_call>",
+        "\": ",
+        "{\"",
+        "true",
+        "12",
+        "-0.",
+        "e+1",
+        " \n",
+        "\"}",
+        "]}",
+        "\u{1F600}",
     ] {
         pieces.push((p.as_bytes().to_vec(), false));
     }
@@ -349,20 +445,45 @@ fn masks_equal_brute_force_token_by_token() {
     let tools = weather_tools();
     let cases: Vec<(Arc<Grammar>, Vec<&str>)> = vec![
         (
-            schema(json!({"type": "object", "properties": {"ab": {"type": "string"}, "n": {"type": "number"}}})),
-            vec!["", "{", "{\"ab\": \"x", "{\"ab\": \"x\\", "{\"ab\": \"\u{e9}", "{\"ab\": \"q\", \"n\": -0"],
+            schema(
+                json!({"type": "object", "properties": {"ab": {"type": "string"}, "n": {"type": "number"}}}),
+            ),
+            vec![
+                "",
+                "{",
+                "{\"ab\": \"x",
+                "{\"ab\": \"x\\",
+                "{\"ab\": \"\u{e9}",
+                "{\"ab\": \"q\", \"n\": -0",
+            ],
         ),
         (
             Arc::new(tool_call_grammar("glm47", &tools, true).unwrap()),
-            vec!["<tool_call>get_weather<arg_key>city</arg_key><arg_value>", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</", "<tool_call>now</tool_call>"],
+            vec![
+                "<tool_call>get_weather<arg_key>city</arg_key><arg_value>",
+                "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par</",
+                "<tool_call>now</tool_call>",
+            ],
         ),
         (
-            Arc::new(after_reasoning(json_object_grammar(), ReasoningPrefix::Explicit)),
-            vec!["", "<think>", "<think>hmm <", "<think>x</think>\n", "{\"k\": [\"v"],
+            Arc::new(after_reasoning(
+                json_object_grammar(),
+                ReasoningPrefix::Explicit,
+            )),
+            vec![
+                "",
+                "<think>",
+                "<think>hmm <",
+                "<think>x</think>\n",
+                "{\"k\": [\"v",
+            ],
         ),
     ];
     for (g, prefixes) in cases {
-        let guide = Guide { grammar: g.clone(), vocab: vocab.clone() };
+        let guide = Guide {
+            grammar: g.clone(),
+            vocab: vocab.clone(),
+        };
         for prefix in prefixes {
             let mut st = GuideState::new(&guide, SharedMaskCache::default());
             let mut m = Matcher::new(g.clone());
@@ -373,7 +494,12 @@ fn masks_equal_brute_force_token_by_token() {
             let mask = st.mask();
             for id in 0..vocab.len() as u32 {
                 let brute = vocab.is_guidable(id) && m.clone().accept_bytes(vocab.token_bytes(id));
-                assert_eq!(mask.is_allowed(id), brute, "after {prefix:?}, token {:?}", String::from_utf8_lossy(vocab.token_bytes(id)));
+                assert_eq!(
+                    mask.is_allowed(id),
+                    brute,
+                    "after {prefix:?}, token {:?}",
+                    String::from_utf8_lossy(vocab.token_bytes(id))
+                );
             }
         }
     }
@@ -384,7 +510,9 @@ fn glm_raw_string_values_honour_max_length_and_empty_properties_mean_no_argument
     let tools = vec![
         ToolSpec {
             name: "note".into(),
-            parameters: Some(json!({"type": "object", "properties": {"text": {"type": "string", "maxLength": 3}}, "required": ["text"]})),
+            parameters: Some(
+                json!({"type": "object", "properties": {"text": {"type": "string", "maxLength": 3}}, "required": ["text"]}),
+            ),
         },
         ToolSpec {
             name: "ping".into(),
