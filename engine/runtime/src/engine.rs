@@ -613,7 +613,6 @@ impl<B: Backend> Core<B> {
     }
 
     /// Ends a sample outside a step (abort, shutdown), telling its stream.
-
     fn finish_seq(&mut self, id: SeqId, reason: FinishReason, token: Option<u32>) {
         if let Some(st) = self.seqs.remove(&id) {
             let _ = st.out.send(EngineOutput {

@@ -316,7 +316,7 @@ fn qwen3_vocabulary_forced_hermes_call_and_mask_cost() {
         vocab.trie_nodes(),
         t0.elapsed().as_secs_f64() * 1e3
     );
-    let tools = vec![
+    let tools = [
         json!({"type": "function", "function": {"name": "search", "parameters":
         {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}}}),
     ];

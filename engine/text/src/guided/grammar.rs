@@ -175,8 +175,8 @@ fn stop_dfa(stops: &[&str]) -> Box<[u8]> {
                 TEXT_DEAD
             } else {
                 (0..=seen.len())
-                    .filter_map(|k| prefixes.iter().position(|p| *p == &seen[seen.len() - k..]))
-                    .last()
+                    .rev()
+                    .find_map(|k| prefixes.iter().position(|p| *p == &seen[seen.len() - k..]))
                     .unwrap_or(0) as u8
             };
             dfa[state * 256 + b as usize] = next;
