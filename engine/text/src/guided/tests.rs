@@ -535,3 +535,29 @@ fn glm_raw_string_values_honour_max_length_and_empty_properties_mean_no_argument
         &["<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"x\": 1}}\n</tool_call>"],
     );
 }
+
+#[test]
+fn reasoning_comes_first_and_may_not_hide_a_tool_call() {
+    let explicit = Arc::new(after_reasoning(
+        json_schema_grammar(&json!({"type": "integer"})).unwrap(),
+        ReasoningPrefix::Explicit,
+    ));
+    check(
+        &explicit,
+        &[
+            "7",
+            "<think>\nso: 3 + 4 < 8</think>\n\n7",
+            "<think></think>7",
+        ],
+        &["<think>7", "hmm</think>7", "<think>a<tool_call>b</think>7"],
+    );
+    let implicit = Arc::new(after_reasoning(
+        json_schema_grammar(&json!({"type": "integer"})).unwrap(),
+        ReasoningPrefix::Implicit,
+    ));
+    check(
+        &implicit,
+        &["7", "thinking it over</think>\n7"],
+        &["<think>x</think>7 ", "x</think>y"],
+    );
+}
