@@ -650,3 +650,47 @@ fn guide_logits(g: &mut GuideState, row: &mut [f32], stops: &[u32], seq: SeqId) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use hearth_text::guided::{json_schema_grammar, Guide, TokenVocab};
+
+    use super::*;
+
+    /// Tokens: 0 "1", 1 "2", 2 "x", 3 EOS (a control token).
+    fn integer_guide() -> GuideState {
+        let pieces = [("1", false), ("2", false), ("x", false), ("</s>", true)];
+        let vocab = TokenVocab::from_pieces(pieces.map(|(p, c)| (p.as_bytes().to_vec(), c)));
+        let grammar = json_schema_grammar(&serde_json::json!({"type": "integer"})).unwrap();
+        let guide = Guide {
+            grammar: Arc::new(grammar),
+            vocab: Arc::new(vocab),
+        };
+        GuideState::new(&guide, SharedMaskCache::default())
+    }
+
+    #[test]
+    fn eos_is_allowed_only_once_the_grammar_is_complete() {
+        let mut g = integer_guide();
+        let mut row = [1.0f32, 0.5, 9.0, 8.0, 7.0]; // id 4: past the vocabulary
+        guide_logits(&mut g, &mut row, &[3], 0);
+        assert_eq!(
+            row,
+            [
+                1.0,
+                0.5,
+                f32::NEG_INFINITY,
+                f32::NEG_INFINITY,
+                f32::NEG_INFINITY
+            ]
+        );
+        assert!(g.advance(1));
+        let mut row = [1.0f32, 0.5, 9.0, 8.0, 7.0];
+        guide_logits(&mut g, &mut row, &[3], 0);
+        assert_eq!(row, [1.0, 0.5, f32::NEG_INFINITY, 8.0, f32::NEG_INFINITY]);
+    }
+}
