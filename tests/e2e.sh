@@ -102,6 +102,24 @@ openai_sdk_against_serve() {
     return $rc
 }
 
+guided_decoding_with_the_sdks() {
+    local port=18438 pid rc=0
+    # The default spec with the hermes tool-call format, so tool_choice required / named work.
+    sed 's/^  max_num_seqs: 8$/  max_num_seqs: 8\n  tool_call_parser: hermes/' specs/default.yaml >"$TMP/guided.yaml"
+    grep -q "tool_call_parser: hermes" "$TMP/guided.yaml" || { echo "could not write the spec"; return 1; }
+    PORT=$port "$ENGINE" serve --spec "$TMP/guided.yaml" >"$TMP/guided.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do
+        curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
+        sleep 0.5
+    done
+    "$PY" tests/e2e/guided_client.py "http://127.0.0.1:$port" smollm2-135m-instruct || rc=$?
+    kill -TERM "$pid"
+    wait "$pid" || true
+    grep "guided decoding" "$TMP/guided.log" | tail -1
+    return $rc
+}
+
 check "every spec in specs/ passes check-spec" every_spec_passes_check_spec
 check "a bad spec names the key, the value and the allowed values" bad_spec_names_key_value_and_allowed
 check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
@@ -109,6 +127,7 @@ check "an unsupported architecture fails at once, listing the supported ones" un
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
 check "bench reports pp and tg" bench_reports_prefill_and_decode
 check "the official OpenAI and Anthropic SDKs against hearth-engine serve; load with disconnects; promtool on /metrics" openai_sdk_against_serve
+check "guided decoding through the SDKs: json_schema validates, forced tool calls parse" guided_decoding_with_the_sdks
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

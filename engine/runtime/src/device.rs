@@ -80,7 +80,7 @@ impl DeviceBackend for hearth_backend::CudaBackend {
 pub enum Picked {
     Cpu(CpuBackend),
     #[cfg(feature = "cuda")]
-    Cuda(hearth_backend::CudaBackend),
+    Cuda(Box<hearth_backend::CudaBackend>),
 }
 
 /// `device: auto` takes the GPU when this build has the CUDA backend and one is usable, else the
@@ -111,7 +111,7 @@ fn pick_gpu(
             let b = CudaBackend::new(0)?;
             let d = b.device_info()?;
             info!(gpus = n, device = %d.name, total_gib = d.total_bytes as f64 / GIB, "backend: cuda");
-            Ok(Picked::Cuda(b))
+            Ok(Picked::Cuda(Box::new(b)))
         }
         Err(why) if req.device == Device::Auto => {
             info!(reason = %why, "backend: cpu (engine.device auto and no usable GPU)");

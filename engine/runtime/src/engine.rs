@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use hearth_backend::Backend;
 use hearth_sched::{NewSeq, SchedError, Scheduler, SchedulerConfig, SchedulerOutput, SeqId};
+use hearth_text::guided::{GuideState, SharedMaskCache};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
 
@@ -291,6 +292,8 @@ struct SeqState {
     first_token: Option<Instant>,
     last_token: Option<Instant>,
     cached_tokens: Option<usize>,
+    /// Guided decoding: where this sample stands in its grammar.
+    guide: Option<GuideState>,
 }
 
 impl SeqState {
@@ -413,6 +416,8 @@ impl<B: Backend> Core<B> {
     fn add(&mut self, id: RequestId, req: ValidRequest, out: UnboundedSender<EngineOutput>) {
         let params = Arc::new(req.params);
         let arrival = Instant::now();
+        // One mask cache per request: its samples walk the same grammar.
+        let masks = SharedMaskCache::default();
         for index in 0..req.n {
             let sid = seq_id(id, index);
             let seq = NewSeq {
@@ -457,6 +462,10 @@ impl<B: Backend> Core<B> {
                     first_token: None,
                     last_token: None,
                     cached_tokens: None,
+                    guide: req
+                        .guide
+                        .as_ref()
+                        .map(|g| GuideState::new(g, masks.clone())),
                 },
             );
         }
@@ -486,8 +495,9 @@ impl<B: Backend> Core<B> {
         // When every sampled sequence is plain greedy, the backend picks the tokens where the
         // logits are (on a GPU only the ids come back), else the host samples from the rows.
         let greedy = sampled_ids.iter().all(|id| {
-            seqs.get(id)
-                .is_some_and(|s| s.params.is_plain_greedy(s.penalties.generated))
+            seqs.get(id).is_some_and(|s| {
+                s.guide.is_none() && s.params.is_plain_greedy(s.penalties.generated)
+            })
         });
         let (mut logits, ids) = if greedy {
             let ids = backend.install(|| model.forward_greedy(backend, &batch, kv));
@@ -580,6 +590,9 @@ impl<B: Backend> Core<B> {
             Picked::FromLogits(row) => {
                 let raw = p.logprobs.map(|_| row.to_vec());
                 apply_penalties(row, &p, &st.penalties, &stops);
+                if let Some(g) = st.guide.as_mut() {
+                    guide_logits(g, row, &stops, id);
+                }
                 (sample(row, &p, &mut st.rng), raw)
             }
         };
@@ -588,7 +601,23 @@ impl<B: Backend> Core<B> {
         st.first_token.get_or_insert(now);
         st.last_token = Some(now);
         let generated = st.penalties.generated;
-        let finish = if stops.contains(&tok) && generated >= p.min_tokens {
+        let is_stop = stops.contains(&tok) && generated >= p.min_tokens;
+        // A guided sample ends once its grammar is complete and nothing may follow.
+        let grammar_done = match st.guide.as_mut() {
+            Some(g) if !is_stop => {
+                let advanced = g.advance(tok);
+                if !advanced {
+                    warn!(
+                        seq = id,
+                        token = tok,
+                        "engine: guided sample took a token its grammar refuses; ending it"
+                    );
+                }
+                !advanced || g.is_finished()
+            }
+            _ => false,
+        };
+        let finish = if is_stop || grammar_done {
             Some(FinishReason::Stop)
         } else if generated >= st.max_tokens || st.prompt_len + generated >= max_model_len {
             Some(FinishReason::Length)
@@ -626,5 +655,73 @@ impl<B: Backend> Core<B> {
             });
             self.sched.abort(id);
         }
+    }
+}
+
+/// Masks `row` to what the sample's grammar allows; its stop tokens stay allowed once the text
+/// is complete. With nothing allowed (a vocabulary that cannot spell what the grammar needs)
+/// the stop tokens are left so the sample can end rather than go off the grammar.
+fn guide_logits(g: &mut GuideState, row: &mut [f32], stops: &[u32], seq: SeqId) {
+    let mask = g.mask();
+    let kept: Vec<(u32, f32)> = stops
+        .iter()
+        .filter_map(|&t| row.get(t as usize).map(|&l| (t, l)))
+        .collect();
+    mask.apply(row);
+    let dead_end = mask.count() == 0 && !g.is_accepting();
+    if dead_end {
+        warn!(
+            seq,
+            "engine: no token can continue the guided text; ending the sample"
+        );
+    }
+    if g.is_accepting() || dead_end {
+        for (t, l) in kept {
+            row[t as usize] = if dead_end { l.max(0.0) } else { l };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use hearth_text::guided::{json_schema_grammar, Guide, TokenVocab};
+
+    use super::*;
+
+    /// Tokens: 0 "1", 1 "2", 2 "x", 3 EOS (a control token).
+    fn integer_guide() -> GuideState {
+        let pieces = [("1", false), ("2", false), ("x", false), ("</s>", true)];
+        let vocab = TokenVocab::from_pieces(pieces.map(|(p, c)| (p.as_bytes().to_vec(), c)));
+        let grammar = json_schema_grammar(&serde_json::json!({"type": "integer"})).unwrap();
+        let guide = Guide {
+            grammar: Arc::new(grammar),
+            vocab: Arc::new(vocab),
+        };
+        GuideState::new(&guide, SharedMaskCache::default())
+    }
+
+    #[test]
+    fn eos_is_allowed_only_once_the_grammar_is_complete() {
+        let mut g = integer_guide();
+        let mut row = [1.0f32, 0.5, 9.0, 8.0, 7.0]; // id 4: past the vocabulary
+        guide_logits(&mut g, &mut row, &[3], 0);
+        assert_eq!(
+            row,
+            [
+                1.0,
+                0.5,
+                f32::NEG_INFINITY,
+                f32::NEG_INFINITY,
+                f32::NEG_INFINITY
+            ]
+        );
+        assert!(g.advance(1));
+        let mut row = [1.0f32, 0.5, 9.0, 8.0, 7.0];
+        guide_logits(&mut g, &mut row, &[3], 0);
+        assert_eq!(row, [1.0, 0.5, f32::NEG_INFINITY, 8.0, f32::NEG_INFINITY]);
     }
 }

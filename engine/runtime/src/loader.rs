@@ -146,7 +146,7 @@ pub fn load(req: &LoadRequest) -> Result<Loaded, RuntimeError> {
     Ok(match pick(req)? {
         Picked::Cpu(b) => load_on(req, b)?.into(),
         #[cfg(feature = "cuda")]
-        Picked::Cuda(b) => load_on(req, b)?.into(),
+        Picked::Cuda(b) => load_on(req, *b)?.into(),
     })
 }
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use hearth_text::guided::Guide;
+
 use crate::sampler::{Logprobs, SamplingParams};
 
 /// Identifies a submitted request (all of its `n` samples).
@@ -18,6 +20,9 @@ pub struct ValidRequest {
     pub n: usize,
     /// Mixed into the prefix-cache hashes: requests with different salts never share blocks.
     pub cache_salt: Option<String>,
+    /// Guided decoding: every sample's text must match this grammar (the sample stops when the
+    /// grammar is complete and nothing may follow).
+    pub guide: Option<Guide>,
 }
 
 impl ValidRequest {
@@ -28,6 +33,7 @@ impl ValidRequest {
             max_tokens,
             n: 1,
             cache_salt: None,
+            guide: None,
         }
     }
 }

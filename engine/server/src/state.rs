@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hearth_runtime::EngineHandle;
+use hearth_text::guided::TokenVocab;
 use hearth_text::{ChatTemplate, Tokenizer};
 
 use crate::metrics::Metrics;
@@ -14,6 +15,8 @@ use crate::metrics::Metrics;
 pub struct AppState {
     pub engine: EngineHandle,
     pub tokenizer: Arc<Tokenizer>,
+    /// The tokenizer's vocabulary as a byte trie, for guided decoding's token masks.
+    pub guided_vocab: Arc<TokenVocab>,
     pub template: Option<Arc<ChatTemplate>>,
     pub model_name: Arc<str>,
     pub max_model_len: usize,

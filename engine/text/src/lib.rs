@@ -4,6 +4,7 @@
 //! - [`ChatTemplate`]: Hugging Face chat templates on minijinja, rendering like transformers.
 //! - [`Detokenizer`]: token ids one at a time -> UTF-8-safe text deltas.
 //! - [`StopChecker`]: stop strings across delta boundaries, stop token ids.
+//! - [`guided`]: grammar-constrained decoding (JSON schema, JSON mode, forced tool calls).
 //!
 //! Tool-call and reasoning parsers build on these; the server wires them per request.
 
@@ -12,6 +13,7 @@ mod detokenizer;
 mod error;
 mod gguf_pre;
 mod gguf_vocab;
+pub mod guided;
 mod hf_config;
 pub mod parsers;
 mod pieces;

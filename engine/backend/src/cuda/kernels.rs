@@ -281,7 +281,7 @@ impl Kernels {
 
     /// Whether the tiled prefill kernel handles this head size.
     pub fn tiled_attention_supports(head_dim: usize) -> bool {
-        head_dim % 16 == 0 && head_dim <= 128
+        head_dim.is_multiple_of(16) && head_dim <= 128
     }
 
     /// Causal paged attention of 64-row query tiles (see attention_prefill in attention.cu).

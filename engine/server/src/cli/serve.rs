@@ -43,8 +43,17 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     } = loaded;
     phases.push(("total_load".to_owned(), started.elapsed().as_secs_f64()));
     let engine = hearth_runtime::start(engine, cfg, max_model_len, &tokenizer)?;
+    let trie_started = std::time::Instant::now();
+    let guided_vocab = Arc::new(hearth_text::guided::TokenVocab::new(&tokenizer));
+    tracing::info!(
+        tokens = guided_vocab.len(),
+        trie_nodes = guided_vocab.trie_nodes(),
+        secs = trie_started.elapsed().as_secs_f64(),
+        "guided decoding: vocabulary trie built"
+    );
     let state = AppState {
         engine: engine.clone(),
+        guided_vocab,
         tokenizer: Arc::new(tokenizer),
         template: chat_template.map(Arc::new),
         model_name: spec.served_model_name.as_str().into(),

@@ -29,6 +29,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
 use super::chat::{render, template_kwargs};
+use super::guided::{self, Forced};
 use crate::error::{ApiError, ErrorKind};
 use crate::pipeline::SampleText;
 use crate::state::AppState;
@@ -45,6 +46,8 @@ struct Prepared {
     tools: Vec<Value>,
     use_tools: bool,
     thinking: bool,
+    /// Forced tool calls (tool_choice `any` / `tool`).
+    guide: Option<hearth_text::guided::Guide>,
 }
 
 /// Which normalizations apply (from the spec's server section).
@@ -182,14 +185,14 @@ fn prepare(
     let use_tools = match tool_choice {
         _ if tools.is_empty() => false,
         Some(ToolChoice::None) => false,
-        Some(ToolChoice::Auto { .. }) | None => {
+        _ => {
             if s.tool_parser.is_none() {
-                return Err(bad("tools", "tools need a tool parser: set engine.tool_call_parser in the spec"));
+                return Err(bad(
+                    "tools",
+                    "tools need a tool parser: set engine.tool_call_parser in the spec",
+                ));
             }
             true
-        }
-        Some(_) => {
-            return Err(bad("tool_choice", "tool_choice `any` and `tool` need guided decoding, which is not built yet; use auto or none"))
         }
     };
     let mut kwargs: Map<String, Value> = template_kwargs(s, None);
@@ -200,6 +203,32 @@ fn prepare(
         .get("enable_thinking")
         .and_then(Value::as_bool)
         .unwrap_or(true);
+    let (forced, single) = match tool_choice {
+        Some(ToolChoice::Any {
+            disable_parallel_tool_use,
+        }) => (Some(Forced::Any), *disable_parallel_tool_use),
+        Some(ToolChoice::Tool {
+            name,
+            disable_parallel_tool_use,
+        }) => (
+            Some(Forced::Named(name.as_str())),
+            *disable_parallel_tool_use,
+        ),
+        _ => (None, None),
+    };
+    let guide = match forced {
+        Some(_) if tools.is_empty() => {
+            return Err(bad(
+                "tool_choice",
+                "tool_choice `any` or `tool` needs `tools`",
+            ))
+        }
+        Some(f) => Some(
+            guided::forced_tools(s, &tools, f, single != Some(true), thinking, "tool_choice")
+                .map_err(ApiError::anthropic)?,
+        ),
+        None => None,
+    };
     let msgs = template_messages(system, messages, norm)?;
     let text = render(s, &msgs, &tools, true, &kwargs).map_err(ApiError::anthropic)?;
     let prompt = s
@@ -211,6 +240,7 @@ fn prepare(
         tools,
         use_tools,
         thinking,
+        guide,
     })
 }
 
@@ -300,6 +330,7 @@ pub async fn messages(
         max_tokens,
         n: 1,
         cache_salt: None,
+        guide: p.guide.clone(),
     };
     let stream = s
         .engine

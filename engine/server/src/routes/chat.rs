@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 
+use super::guided::{self, Forced};
 use super::sampling::{self, TextOptions};
 use crate::error::{ApiError, ErrorKind};
 use crate::pipeline::SampleText;
@@ -68,16 +69,6 @@ fn now() -> u64 {
 fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, Plan), ApiError> {
     super::reject_unknown(&req.unknown_fields(), "chat completions")?;
     super::check_model(s, &req.model)?;
-    if req
-        .response_format
-        .as_ref()
-        .is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text"))
-    {
-        return Err(ApiError::bad(
-            "response_format",
-            "response_format (JSON mode / guided decoding) is not built yet; omit it or use {\"type\": \"text\"}",
-        ));
-    }
     if req.messages.is_empty() {
         return Err(ApiError::bad(
             "messages",
@@ -101,31 +92,60 @@ fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, P
         .flatten()
         .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
         .collect();
-    let use_tool_parser =
-        match &req.tool_choice {
-            _ if tools.is_empty() => false,
-            Some(ToolChoice::Mode(ToolChoiceMode::None)) => false,
-            Some(ToolChoice::Mode(ToolChoiceMode::Auto)) | None => {
-                if s.tool_parser.is_none() {
-                    return Err(ApiError::bad(
-                        "tool_choice",
-                        "tool_choice auto needs a tool parser: set engine.tool_call_parser and \
+    let forced = match &req.tool_choice {
+        Some(ToolChoice::Mode(ToolChoiceMode::Required)) => Some(Forced::Any),
+        Some(ToolChoice::Named(n)) => Some(Forced::Named(n.function.name.as_str())),
+        _ => None,
+    };
+    if forced.is_some() && tools.is_empty() {
+        return Err(ApiError::bad(
+            "tool_choice",
+            "tool_choice required or a named function needs `tools`",
+        ));
+    }
+    let use_tool_parser = match &req.tool_choice {
+        _ if tools.is_empty() => false,
+        Some(ToolChoice::Mode(ToolChoiceMode::None)) => false,
+        Some(ToolChoice::Mode(ToolChoiceMode::Auto)) | None => {
+            if s.tool_parser.is_none() {
+                return Err(ApiError::bad(
+                    "tool_choice",
+                    "tool_choice auto needs a tool parser: set engine.tool_call_parser and \
                      engine.enable_auto_tool_choice in the spec",
-                    ));
-                }
-                true
+                ));
             }
-            Some(_) => return Err(ApiError::bad(
-                "tool_choice",
-                "tool_choice `required` and named functions need guided decoding, which is not \
-                 built yet; use auto or none",
-            )),
-        };
+            true
+        }
+        Some(_) => true,
+    };
     let kwargs = template_kwargs(s, req.chat_template_kwargs.as_ref());
     let thinking = kwargs
         .get("enable_thinking")
         .and_then(Value::as_bool)
         .unwrap_or(true);
+    let guide = match forced {
+        Some(_)
+            if req
+                .response_format
+                .as_ref()
+                .is_some_and(|f| f.get("type").and_then(Value::as_str) != Some("text")) =>
+        {
+            return Err(ApiError::bad(
+                "response_format",
+                "response_format cannot be combined with tool_choice required or a named \
+                 function (the output is the tool call); drop one of them",
+            ))
+        }
+        Some(f) => Some(guided::forced_tools(
+            s,
+            &tools,
+            f,
+            req.parallel_tool_calls.unwrap_or(true),
+            thinking,
+            "tool_choice",
+        )?),
+        None => guided::response_format(s, req.response_format.as_ref(), thinking)?,
+    };
     let messages = messages_json(&req.messages)?;
     let prompt_text = render(
         s,
@@ -190,6 +210,7 @@ fn prepare(s: &AppState, req: &ChatCompletionRequest) -> Result<(ValidRequest, P
         max_tokens,
         n,
         cache_salt: req.cache_salt.clone(),
+        guide,
     };
     Ok((valid, plan))
 }

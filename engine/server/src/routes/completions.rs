@@ -136,6 +136,7 @@ pub async fn completions(
             max_tokens,
             n,
             cache_salt: req.cache_salt.clone(),
+            guide: None,
         };
         streams.push((p.clone(), s.engine.submit(r)?));
     }

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod anthropic;
 pub mod chat;
 pub mod completions;
+mod guided;
 pub mod models;
 pub mod sampling;
 pub mod tokenize;
