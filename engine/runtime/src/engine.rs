@@ -24,8 +24,8 @@ use hearth_models::CausalLm;
 
 /// A sequence's next token: already picked on the backend (plain greedy), or to be sampled
 /// from its logits row.
-enum Picked<'a> {
-    Token(u32),
+enum NextToken<'a> {
+    Picked(u32),
     FromLogits(&'a mut [f32]),
 }
 
@@ -512,12 +512,12 @@ impl<B: Backend> Core<B> {
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
         for (i, id) in sampled_ids.iter().enumerate() {
-            let picked = if greedy {
-                Picked::Token(ids[i])
+            let next = if greedy {
+                NextToken::Picked(ids[i])
             } else {
-                Picked::FromLogits(&mut logits[i * vocab..(i + 1) * vocab])
+                NextToken::FromLogits(&mut logits[i * vocab..(i + 1) * vocab])
             };
-            if let Some((tok, finish)) = self.sample_one(*id, picked) {
+            if let Some((tok, finish)) = self.sample_one(*id, next) {
                 sampled.push((*id, tok));
                 if finish.is_some() {
                     finished.push(*id);
@@ -577,7 +577,11 @@ impl<B: Backend> Core<B> {
     }
 
     /// Samples, sends, and decides whether the sample ends. None: the client is gone.
-    fn sample_one(&mut self, id: SeqId, picked: Picked<'_>) -> Option<(u32, Option<FinishReason>)> {
+    fn sample_one(
+        &mut self,
+        id: SeqId,
+        next: NextToken<'_>,
+    ) -> Option<(u32, Option<FinishReason>)> {
         let max_model_len = self.max_model_len;
         let st = self.seqs.get_mut(&id)?;
         let p = st.params.clone();
@@ -585,9 +589,9 @@ impl<B: Backend> Core<B> {
         if !p.ignore_eos {
             stops.extend_from_slice(&self.parts.eos_ids);
         }
-        let (tok, raw) = match picked {
-            Picked::Token(tok) => (tok, None),
-            Picked::FromLogits(row) => {
+        let (tok, raw) = match next {
+            NextToken::Picked(tok) => (tok, None),
+            NextToken::FromLogits(row) => {
                 let raw = p.logprobs.map(|_| row.to_vec());
                 apply_penalties(row, &p, &st.penalties, &stops);
                 if let Some(g) = st.guide.as_mut() {
