@@ -55,6 +55,12 @@ pub struct LoadOptions {
     pub dotenv: DotenvFile,
 }
 
+/// The variables of a `.env` file (docker compose's format). For programs that pass a spec's
+/// variables on: the launcher hands them to the engine container, which reads the same spec.
+pub fn read_dotenv(path: &Path) -> Result<indexmap::IndexMap<String, String>, SpecError> {
+    dotenv::read(path)
+}
+
 /// Loads a spec with the process environment and the `.env` found by `DotenvFile::Search`.
 pub fn load(path: &Path) -> Result<ResolvedSpec, SpecError> {
     load_with(path, &LoadOptions::default())

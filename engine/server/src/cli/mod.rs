@@ -4,6 +4,7 @@ mod bench;
 mod check_logits;
 mod check_spec;
 mod generate;
+mod health;
 mod serve;
 mod source;
 
@@ -28,6 +29,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Compare this engine's logits and greedy tokens with a reference (HF transformers' JSON).
     CheckLogits(check_logits::CheckLogitsArgs),
+    /// Exit 0 when the engine serving a spec on this host is healthy (the images' HEALTHCHECK).
+    Health(health::HealthArgs),
 }
 
 pub fn init_tracing() {
@@ -48,5 +51,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
         Command::CheckLogits(a) => check_logits::run(a),
+        Command::Health(a) => health::run(a),
     }
 }
