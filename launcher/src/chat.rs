@@ -109,7 +109,7 @@ async fn target(repo: Option<PathBuf>, a: &ChatArgs) -> anyhow::Result<Target> {
             let docker = crate::docker::connect()
                 .await
                 .map_err(|p| crate::problem::Problems::one("chat", p))?;
-            let name = crate::logs::only_deployment(&docker).await?;
+            let name = crate::logs::only_deployment(&docker, "./chat --spec").await?;
             let found = container::list(&docker, None).await?;
             let c = found
                 .iter()

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
+use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::LogsOptionsBuilder;
 use bollard::Docker;
 use clap::Args;
@@ -36,7 +37,7 @@ pub async fn run(repo: Option<PathBuf>, a: LogsArgs) -> anyhow::Result<ExitCode>
             let repo = repo::find(repo.as_deref())?;
             container_name(&load::spec(&repo::spec_path(&repo, Some(spec)))?.name)
         }
-        None => only_deployment(&docker).await?,
+        None => only_deployment(&docker, "hearth logs").await?,
     };
     let options = LogsOptionsBuilder::default()
         .stdout(true)
@@ -54,16 +55,26 @@ pub async fn run(repo: Option<PathBuf>, a: LogsArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// The name of the one Hearth container on this host.
-pub async fn only_deployment(docker: &Docker) -> anyhow::Result<String> {
+/// The name of the one Hearth deployment on this host: the one running, else the one there is.
+/// `what` completes the hint when several qualify (`hearth logs`, `./chat --spec`).
+pub async fn only_deployment(docker: &Docker, what: &str) -> anyhow::Result<String> {
     let found = container::list(docker, None).await?;
-    match found.as_slice() {
+    let running: Vec<_> = found
+        .iter()
+        .filter(|c| matches!(c.state, Some(ContainerSummaryStateEnum::RUNNING)))
+        .collect();
+    let pick: Vec<_> = if running.is_empty() {
+        found.iter().collect()
+    } else {
+        running
+    };
+    match pick.as_slice() {
         [one] => Ok(summary_name(one)),
         [] => bail!("no Hearth deployment on this Docker host; start one with ./launch"),
         many => {
-            let names: Vec<String> = many.iter().map(summary_name).collect();
+            let names: Vec<String> = many.iter().map(|c| summary_name(c)).collect();
             bail!(
-                "several Hearth deployments ({}); name the spec: hearth logs specs/NAME.yaml",
+                "several Hearth deployments ({}); name the spec: {what} specs/NAME.yaml",
                 names.join(", ")
             )
         }

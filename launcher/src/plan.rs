@@ -181,6 +181,7 @@ impl Plan {
         let _ = writeln!(s, "container  {}", self.container);
         let _ = writeln!(s, "image      {} (as {})", self.image.tag, self.image.name);
         let _ = writeln!(s, "command    {}", self.cmd().join(" "));
+        let _ = writeln!(s, "workdir    {}", self.workdir.display());
         let _ = writeln!(
             s,
             "port       {}:{} -> {}/tcp",

@@ -58,6 +58,9 @@ impl fmt::Display for NotReady {
                 if let Some(e) = error.as_deref().filter(|e| !e.is_empty()) {
                     writeln!(f, "docker: {e}")?;
                 }
+                if let Some(e) = engine_error(tail) {
+                    writeln!(f, "engine: {e}")?;
+                }
                 tail
             }
             NotReady::TimedOut { after, phase, tail } => {
@@ -81,6 +84,15 @@ impl fmt::Display for NotReady {
 
 impl std::error::Error for NotReady {}
 
+/// The engine's last error line in a log tail (`error: ...` as main prints it, or an ERROR).
+fn engine_error(tail: &[String]) -> Option<String> {
+    tail.iter().rev().find_map(|line| {
+        let mut s = Startup::default();
+        s.observe(line);
+        s.last_error
+    })
+}
+
 fn exit_meaning(code: Option<i64>, oom: bool) -> &'static str {
     match (code, oom) {
         (_, true) => " (out of memory: lower max_model_len / max_num_seqs, or give it more memory)",
@@ -99,6 +111,7 @@ pub struct Ready {
 }
 
 /// Waits until `url/ready` answers 200, the container stops or restarts, or `timeout` passes.
+/// A container that stopped or restarted is stopped for good before this returns.
 /// `since` (unix seconds) skips log lines of earlier runs of a reused container.
 pub async fn wait(
     docker: &Docker,
@@ -143,7 +156,7 @@ pub async fn wait(
                     while let Ok(line) = lines.try_recv() {
                         startup.observe(&line);
                     }
-                    progress.phase(started.elapsed(), "ready");
+                    progress.phase(started.elapsed(), "GET /ready: 200");
                     progress.done();
                     return Ok(Ok(Ready { startup, took: started.elapsed() }));
                 }
@@ -182,10 +195,15 @@ async fn check_container(
     if running && !restarting && restarts == restarts_at_start {
         return Ok(None);
     }
+    // Stop it for good, so Docker's restart policy does not loop it while the user reads the
+    // report; a container caught between restarts shows its real exit code only once stopped.
+    container::stop(docker, name, 5).await?;
+    let c = container::inspect(docker, name).await?.unwrap_or(c);
+    let state = c.state.clone().unwrap_or_default();
     Ok(Some(NotReady::Exited {
         exit_code: state.exit_code,
         oom_killed: state.oom_killed.unwrap_or(false),
-        restarts,
+        restarts: c.restart_count.unwrap_or(restarts),
         error: state.error,
         tail: tail(docker, name, TAIL_LINES).await,
     }))
@@ -206,6 +224,26 @@ pub async fn tail(docker: &Docker, name: &str, n: usize) -> Vec<String> {
     }
     let skip = out.len().saturating_sub(n);
     out.split_off(skip)
+}
+
+/// What the startup log of an already running container says (for a reused deployment): its
+/// log is read from the start until the engine says it serves.
+pub async fn startup_of(docker: &Docker, name: &str) -> Startup {
+    let options = LogsOptionsBuilder::default()
+        .stdout(true)
+        .stderr(true)
+        .build();
+    let mut startup = Startup::default();
+    let mut logs = docker.logs(name, Some(options));
+    while let Some(Ok(chunk)) = logs.next().await {
+        for line in String::from_utf8_lossy(&chunk.into_bytes()).lines() {
+            startup.observe(line);
+        }
+        if startup.phase.as_deref().is_some_and(|p| p.contains("serving")) {
+            break;
+        }
+    }
+    startup
 }
 
 /// Sends every log line of the container since `since`, until the receiver goes away.
@@ -293,13 +331,17 @@ mod tests {
             oom_killed: true,
             restarts: 1,
             error: None,
-            tail: vec!["a".into(), "b".into()],
+            tail: vec!["error: /m.gguf: not a GGUF file".into(), "b".into()],
         };
         let text = e.to_string();
         assert!(text.starts_with(
             "the engine container stopped before it was ready: exit code 137, OOMKilled true, \
              restarts 1 (out of memory"
         ), "{text}");
-        assert!(text.ends_with("last 2 log lines:\n  | a\n  | b\n"), "{text}");
+        assert!(text.contains("\nengine: /m.gguf: not a GGUF file\n"), "{text}");
+        assert!(
+            text.ends_with("last 2 log lines:\n  | error: /m.gguf: not a GGUF file\n  | b\n"),
+            "{text}"
+        );
     }
 }

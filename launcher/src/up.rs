@@ -89,12 +89,12 @@ pub async fn run(repo: Option<PathBuf>, a: UpArgs) -> anyhow::Result<ExitCode> {
     let url = plan.endpoint.url();
     let already_ready = action == Action::ReuseRunning && is_ready(&url).await;
     let (startup, engine_time) = if already_ready {
-        (Default::default(), None)
+        (ready::startup_of(docker, &plan.container).await, None)
     } else {
         eprintln!("waiting for {url}/ready (timeout {})", duration::show(a.timeout));
         match ready::wait(docker, &plan.container, &url, a.timeout, since).await? {
             Ok(r) => (r.startup, Some(r.took)),
-            Err(not_ready) => return Ok(failed(docker, &plan, not_ready).await),
+            Err(not_ready) => return Ok(failed(&plan, not_ready)),
         }
     };
 
@@ -139,25 +139,22 @@ async fn is_ready(url: &str) -> bool {
     resp.is_ok_and(|r| r.status().is_success())
 }
 
-/// Reports why the engine did not come up. A container that exited is stopped for good, so
-/// Docker's restart policy does not loop it while the user reads the log; one that timed out
-/// is left running, since it may still be making progress.
-async fn failed(docker: &bollard::Docker, plan: &Plan, why: NotReady) -> ExitCode {
+/// Reports why the engine did not come up. A container that exited was stopped for good by the
+/// wait; one that timed out is left running, since it may still be making progress.
+fn failed(plan: &Plan, why: NotReady) -> ExitCode {
     eprint!("\nFAILED {}: {why}", plan.spec.name);
+    let file = plan.spec.file.display();
     if let NotReady::Exited { .. } = why {
-        if let Err(e) = container::stop(docker, &plan.container, 5).await {
-            eprintln!("(could not stop {}: {e:#})", plan.container);
-        }
         eprintln!(
-            "container {} is stopped and kept for `hearth logs`; `hearth down {}` removes it",
-            plan.container,
-            plan.spec.file.display()
+            "container {} is stopped and kept for `hearth logs {file}`; `hearth down {file}` \
+             removes it",
+            plan.container
         );
     } else {
         eprintln!(
-            "container {} is still running; `hearth logs -f` follows it, `hearth down {}` stops it",
-            plan.container,
-            plan.spec.file.display()
+            "container {} is still running; `hearth logs -f {file}` follows it, `hearth down \
+             {file}` stops it",
+            plan.container
         );
     }
     ExitCode::FAILURE
