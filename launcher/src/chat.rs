@@ -56,7 +56,10 @@ pub async fn run(repo: Option<PathBuf>, a: ChatArgs) -> anyhow::Result<ExitCode>
         ask(&http, &target, &model, &a, &history).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("chatting with {model} at {} (Ctrl-D or \"exit\" ends)", target.url);
+    eprintln!(
+        "chatting with {model} at {} (Ctrl-D or \"exit\" ends)",
+        target.url
+    );
     loop {
         eprint!("> ");
         let Some(line) = read_line().await? else {
@@ -130,7 +133,11 @@ async fn target(repo: Option<PathBuf>, a: &ChatArgs) -> anyhow::Result<Target> {
     Ok(Target {
         url: endpoint.url(),
         model: Some(spec.served_model_name.clone()),
-        key: spec.server.api_key.map(|k| k.expose().to_owned()).or(env_key),
+        key: spec
+            .server
+            .api_key
+            .map(|k| k.expose().to_owned())
+            .or(env_key),
     })
 }
 
@@ -191,8 +198,8 @@ async fn ask(
                 printer.end();
                 return Ok(printer.answer);
             }
-            let chunk: ChatCompletionChunk = serde_json::from_str(&data)
-                .with_context(|| format!("not a chat chunk: {data}"))?;
+            let chunk: ChatCompletionChunk =
+                serde_json::from_str(&data).with_context(|| format!("not a chat chunk: {data}"))?;
             for choice in &chunk.choices {
                 let d = &choice.delta;
                 if let Some(r) = d.reasoning_content.as_deref().or(d.reasoning.as_deref()) {
@@ -286,7 +293,11 @@ mod tests {
             let mut s = SseLines::default();
             let mut got = s.push(&stream.as_bytes()[..cut]);
             got.extend(s.push(&stream.as_bytes()[cut..]));
-            assert_eq!(got, ["{\"a\":\"é\"}", "{\"b\":2}", "[DONE]"], "cut at {cut}");
+            assert_eq!(
+                got,
+                ["{\"a\":\"é\"}", "{\"b\":2}", "[DONE]"],
+                "cut at {cut}"
+            );
         }
     }
 }

@@ -37,8 +37,8 @@ pub fn run(repo: Option<PathBuf>, a: ComposeArgs) -> anyhow::Result<ExitCode> {
     let repo = repo::find(repo.as_deref())?;
     let path = repo::spec_path(&repo, a.spec.as_deref());
     let spec = load::spec(&path)?;
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let shown = relative_to(&repo::absolute(&path), &repo);
     let yaml = generate(&spec, &text, &shown)?;
     match &a.output {
@@ -155,7 +155,10 @@ pub fn generate(spec: &ResolvedSpec, raw: &str, spec_path: &str) -> anyhow::Resu
     let mut l = Mapping::new();
     l.insert(labels::MANAGED.into(), "true".into());
     l.insert(labels::SPEC.into(), spec.name.clone().into());
-    l.insert(labels::SERVED_MODEL.into(), spec.served_model_name.clone().into());
+    l.insert(
+        labels::SERVED_MODEL.into(),
+        spec.served_model_name.clone().into(),
+    );
     l.insert(
         labels::ENDPOINT.into(),
         format!("http://127.0.0.1:{port}").into(),
@@ -255,7 +258,10 @@ fn gpu_reservation(gpus: &Gpus) -> Value {
     }
     device.insert("capabilities".into(), strings(&["gpu"]));
     let mut reservations = Mapping::new();
-    reservations.insert("devices".into(), Value::Sequence(vec![Value::Mapping(device)]));
+    reservations.insert(
+        "devices".into(),
+        Value::Sequence(vec![Value::Mapping(device)]),
+    );
     let mut resources = Mapping::new();
     resources.insert("reservations".into(), Value::Mapping(reservations));
     let mut deploy = Mapping::new();
@@ -314,7 +320,10 @@ mod tests {
         );
         let doc: Value = serde_yaml::from_str(&y).unwrap();
         let e = &doc["services"]["engine"];
-        assert_eq!(e["deploy"]["resources"]["reservations"]["devices"][0]["count"], 1);
+        assert_eq!(
+            e["deploy"]["resources"]["reservations"]["devices"][0]["count"],
+            1
+        );
         assert_eq!(e["shm_size"], "16g");
         assert_eq!(e["ports"][0], "${PORT:-8000}:${PORT:-8000}");
         assert_eq!(
@@ -329,7 +338,10 @@ mod tests {
 
     #[test]
     fn relative_paths_mount_below_the_working_dir() {
-        assert_eq!(same_path_mount("models/x.gguf"), "./models/x.gguf:/hearth/models/x.gguf:ro");
+        assert_eq!(
+            same_path_mount("models/x.gguf"),
+            "./models/x.gguf:/hearth/models/x.gguf:ro"
+        );
         assert_eq!(same_path_mount("/m/x"), "/m/x:/m/x:ro");
     }
 }

@@ -44,11 +44,7 @@ impl Existing {
         Self {
             spec_hash: label(labels::SPEC_HASH),
             image: config.and_then(|c| c.image.clone()),
-            running: c
-                .state
-                .as_ref()
-                .and_then(|s| s.running)
-                .unwrap_or(false),
+            running: c.state.as_ref().and_then(|s| s.running).unwrap_or(false),
             managed: label(labels::MANAGED).as_deref() == Some("true"),
         }
     }
@@ -84,7 +80,10 @@ fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
 }
 
-pub async fn inspect(docker: &Docker, name: &str) -> anyhow::Result<Option<ContainerInspectResponse>> {
+pub async fn inspect(
+    docker: &Docker,
+    name: &str,
+) -> anyhow::Result<Option<ContainerInspectResponse>> {
     match docker.inspect_container(name, None).await {
         Ok(c) => Ok(Some(c)),
         Err(e) if is_not_found(&e) => Ok(None),

@@ -8,7 +8,8 @@ use crate::problem::Problem;
 
 /// A connected, version-negotiated client.
 pub async fn connect() -> Result<Docker, Problem> {
-    let host = std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+    let host =
+        std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
     let unreachable = |e: bollard::errors::Error| {
         Problem::new(
             format!("Docker is not reachable at {host}: {e}"),

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bollard::query_parameters::RemoveImageOptionsBuilder;
+use bollard::query_parameters::RemoveImageOptions;
 use bollard::Docker;
 use clap::Args;
 
-use crate::container;
 use crate::docker::is_not_found;
+use crate::{container, labels};
 use crate::{load, repo};
 
 #[derive(Debug, Args)]
@@ -50,27 +50,42 @@ pub async fn run(repo: Option<PathBuf>, a: DownArgs) -> anyhow::Result<ExitCode>
         println!("removed container {name}");
         if a.images {
             if let Some(image) = c.image.as_deref() {
-                remove_image(&docker, image).await?;
+                let alias = container::summary_label(c, labels::IMAGE_NAME);
+                remove_image_tags(&docker, image, alias.as_deref()).await?;
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes an image with every tag it has (the content tag and `deploy.image`).
-async fn remove_image(docker: &Docker, image: &str) -> anyhow::Result<()> {
-    let id = match docker.inspect_image(image).await {
-        Ok(i) => i.id.unwrap_or_else(|| image.to_owned()),
+/// Removes the image's content tag and, when it points at the same image, the spec's name
+/// for it. Tags are removed, not the image by id: another deployment may run the same image
+/// under its own tags, and an image a container still uses is kept, with a note.
+async fn remove_image_tags(docker: &Docker, tag: &str, alias: Option<&str>) -> anyhow::Result<()> {
+    let id = match docker.inspect_image(tag).await {
+        Ok(i) => i.id,
         Err(e) if is_not_found(&e) => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("inspecting image {image}")),
+        Err(e) => return Err(e).with_context(|| format!("inspecting image {tag}")),
     };
-    let options = RemoveImageOptionsBuilder::default().force(true).build();
-    match docker.remove_image(&id, Some(options), None).await {
-        Ok(_) => {
-            println!("removed image {image}");
-            Ok(())
+    let mut tags = vec![tag.to_owned()];
+    if let Some(alias) = alias.filter(|a| *a != tag) {
+        if docker.inspect_image(alias).await.is_ok_and(|i| i.id == id) {
+            tags.push(alias.to_owned());
         }
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("removing image {image}")),
     }
+    for t in tags {
+        match docker
+            .remove_image(&t, None::<RemoveImageOptions>, None)
+            .await
+        {
+            Ok(_) => println!("removed image {t}"),
+            Err(e) if is_not_found(&e) => {}
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) => println!("kept image {t}: {message}"),
+            Err(e) => return Err(e).with_context(|| format!("removing image {t}")),
+        }
+    }
+    Ok(())
 }

@@ -37,9 +37,7 @@ pub fn values(
         None => IndexMap::new(),
     };
     Ok(pick(spec_text, |k| {
-        std::env::var(k)
-            .ok()
-            .or_else(|| file_vars.get(k).cloned())
+        std::env::var(k).ok().or_else(|| file_vars.get(k).cloned())
     }))
 }
 
@@ -63,11 +61,14 @@ mod tests {
 
     #[test]
     fn only_set_variables_are_passed() {
-        let got = pick("a: ${PORT:-8000}\nb: ${API_KEY:-}\nc: ${UNSET:-x}", |k| match k {
-            "PORT" => Some("9000".into()),
-            "API_KEY" => Some(String::new()),
-            _ => None,
-        });
+        let got = pick(
+            "a: ${PORT:-8000}\nb: ${API_KEY:-}\nc: ${UNSET:-x}",
+            |k| match k {
+                "PORT" => Some("9000".into()),
+                "API_KEY" => Some(String::new()),
+                _ => None,
+            },
+        );
         let got: Vec<_> = got.iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(got, ["PORT=9000", "API_KEY="]);
     }

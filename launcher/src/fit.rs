@@ -44,7 +44,10 @@ pub fn selected<'a>(gpus: &Gpus, all: &'a [Gpu]) -> Result<Vec<&'a Gpu>, String>
         Gpus::Count(n) => {
             let n = *n as usize;
             if all.len() < n {
-                Err(format!("deploy.gpus asks for {n} GPUs; this machine has {}", all.len()))
+                Err(format!(
+                    "deploy.gpus asks for {n} GPUs; this machine has {}",
+                    all.len()
+                ))
             } else {
                 Ok(all.iter().take(n).collect())
             }
@@ -54,7 +57,9 @@ pub fn selected<'a>(gpus: &Gpus, all: &'a [Gpu]) -> Result<Vec<&'a Gpu>, String>
             .map(|id| {
                 all.iter()
                     .find(|g| &g.index == id || &g.uuid == id)
-                    .ok_or_else(|| format!("deploy.gpus names GPU {id}, which is not on this machine"))
+                    .ok_or_else(|| {
+                        format!("deploy.gpus names GPU {id}, which is not on this machine")
+                    })
             })
             .collect(),
     }
@@ -134,7 +139,11 @@ pub fn estimate(spec: &ResolvedSpec, model: &Path, gpu_memory: u64) -> Option<Es
     };
     let kv = kv_bytes_per_token(&config, elem).map_or(0, |per_token| {
         // MLA latents are replicated across TP ranks; K/V heads are split over them.
-        let split = if config.kv_lora_rank.is_some() { dcp } else { tp * dcp };
+        let split = if config.kv_lora_rank.is_some() {
+            dcp
+        } else {
+            tp * dcp
+        };
         per_token * tokens / split
     });
     let weights = weights_total / ranks;
@@ -190,7 +199,10 @@ mod tests {
         assert_eq!(gpus.len(), 2);
         assert_eq!(gpus[1].memory_bytes, 81559 << 20);
         assert_eq!(selected(&Gpus::All, &gpus).unwrap().len(), 2);
-        assert_eq!(selected(&Gpus::Ids(vec!["GPU-bbb".into()]), &gpus).unwrap()[0].index, "1");
+        assert_eq!(
+            selected(&Gpus::Ids(vec!["GPU-bbb".into()]), &gpus).unwrap()[0].index,
+            "1"
+        );
         let e = selected(&Gpus::Count(4), &gpus).unwrap_err();
         assert_eq!(e, "deploy.gpus asks for 4 GPUs; this machine has 2");
         assert!(selected(&Gpus::Ids(vec!["7".into()]), &gpus).is_err());
@@ -230,7 +242,12 @@ mod tests {
         // The same on a 16 GB card does not fit, and the message has the numbers.
         let e = estimate(&s, m.path(), 16 << 30).unwrap();
         assert!(!e.fits());
-        assert!(e.explain().starts_with("per GPU: weights 16.4 GB (1 ranks) + KV cache for one 40960-token"), "{}", e.explain());
+        assert!(
+            e.explain()
+                .starts_with("per GPU: weights 16.4 GB (1 ranks) + KV cache for one 40960-token"),
+            "{}",
+            e.explain()
+        );
     }
 
     #[test]
@@ -240,9 +257,21 @@ mod tests {
                 "qk_rope_head_dim": 64}"#,
             1000,
         );
-        let bf16 = estimate(&spec("{device: cuda, max_model_len: 1000, tensor_parallel_size: 4}"), m.path(), 80 << 30).unwrap();
+        let bf16 = estimate(
+            &spec("{device: cuda, max_model_len: 1000, tensor_parallel_size: 4}"),
+            m.path(),
+            80 << 30,
+        )
+        .unwrap();
         assert_eq!(bf16.kv, 10 * 576 * 2 * 1000);
-        let fp8 = estimate(&spec("{device: cuda, max_model_len: 1000, tensor_parallel_size: 4, kv_cache_dtype: fp8}"), m.path(), 80 << 30).unwrap();
+        let fp8 = estimate(
+            &spec(
+                "{device: cuda, max_model_len: 1000, tensor_parallel_size: 4, kv_cache_dtype: fp8}",
+            ),
+            m.path(),
+            80 << 30,
+        )
+        .unwrap();
         assert_eq!(fp8.kv * 2, bf16.kv);
         assert_eq!(fp8.weights, 250);
     }

@@ -15,6 +15,8 @@ pub const ENGINE_VERSION: &str = "hearth.engine-version";
 pub const SERVED_MODEL: &str = "hearth.served-model";
 /// Where clients reach the API from this host: `http://127.0.0.1:8000`.
 pub const ENDPOINT: &str = "hearth.endpoint";
+/// The spec's `deploy.image` (the content-tagged image the container runs is also tagged so).
+pub const IMAGE_NAME: &str = "hearth.image";
 /// On images: the content hash of the build inputs (Dockerfile and context).
 pub const INPUTS_HASH: &str = "hearth.inputs-hash";
 

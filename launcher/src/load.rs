@@ -69,9 +69,18 @@ mod tests {
         assert_eq!(p.stage, "spec");
         assert_eq!(p.list.len(), 2, "{p}");
         let text = p.to_string();
-        assert!(text.contains("engine.kv_cache_dtype") && text.contains("fp9"), "{text}");
-        assert!(text.contains("set the variable in the environment or in .env"), "{text}");
+        assert!(
+            text.contains("engine.kv_cache_dtype") && text.contains("fp9"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set the variable in the environment or in .env"),
+            "{text}"
+        );
         let missing = spec(&dir.path().join("nope.yaml")).unwrap_err().to_string();
-        assert!(missing.contains("cannot read") && missing.contains("ls specs/"), "{missing}");
+        assert!(
+            missing.contains("cannot read") && missing.contains("ls specs/"),
+            "{missing}"
+        );
     }
 }

@@ -38,7 +38,11 @@ use clap::{Parser, Subcommand};
 use crate::problem::Problems;
 
 #[derive(Debug, Parser)]
-#[command(name = "hearth", version, about = "Boot and manage Hearth deployments in Docker")]
+#[command(
+    name = "hearth",
+    version,
+    about = "Boot and manage Hearth deployments in Docker"
+)]
 struct Cli {
     /// The Hearth repository (images/, specs/, target/). Default: the nearest parent of the
     /// current directory holding images/cpu.Dockerfile, else the one this binary was built in.

@@ -160,7 +160,11 @@ fn parse_volume(v: &str) -> Result<Bind, String> {
     let (host, target, read_only) = match parts.as_slice() {
         [h, t] => (*h, *t, false),
         [h, t, m] => (*h, *t, *m == "ro"),
-        _ => return Err(format!("deploy.volumes: {v:?} is not host:container[:ro|rw]")),
+        _ => {
+            return Err(format!(
+                "deploy.volumes: {v:?} is not host:container[:ro|rw]"
+            ))
+        }
     };
     Ok(Bind {
         source: absolute(Path::new(host)),

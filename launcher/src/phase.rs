@@ -163,7 +163,10 @@ mod tests {
     fn errors_are_kept_for_the_report() {
         let mut s = Startup::default();
         s.observe("error: /models/nope.gguf: no such GGUF file");
-        assert_eq!(s.last_error.as_deref(), Some("/models/nope.gguf: no such GGUF file"));
+        assert_eq!(
+            s.last_error.as_deref(),
+            Some("/models/nope.gguf: no such GGUF file")
+        );
         assert_eq!(parse("not a log line"), None);
     }
 }

@@ -111,6 +111,7 @@ impl Plan {
                 self.spec.served_model_name.clone(),
             ),
             (labels::ENDPOINT.to_owned(), self.endpoint.url()),
+            (labels::IMAGE_NAME.to_owned(), self.image.name.clone()),
         ])
     }
 
@@ -153,10 +154,7 @@ impl Plan {
             host.device_requests = Some(vec![device_request(&self.spec.deploy.gpus)]);
             host.shm_size = host.shm_size.or(Some(DEFAULT_GPU_SHM));
             // Pinned host memory for NCCL and CUDA graphs; deep stacks in the workers.
-            host.ulimits = Some(vec![
-                ulimit("memlock", -1),
-                ulimit("stack", 64 << 20),
-            ]);
+            host.ulimits = Some(vec![ulimit("memlock", -1), ulimit("stack", 64 << 20)]);
         }
         ContainerCreateBody {
             image: Some(self.image.tag.clone()),
@@ -175,7 +173,12 @@ impl Plan {
     pub fn describe(&self) -> String {
         let secret = self.spec.server.api_key.as_ref().map(|k| k.expose());
         let mut s = String::new();
-        let _ = writeln!(s, "spec       {} ({})", self.spec.name, self.spec.file.display());
+        let _ = writeln!(
+            s,
+            "spec       {} ({})",
+            self.spec.name,
+            self.spec.file.display()
+        );
         let _ = writeln!(s, "spec hash  {}", self.spec_hash);
         let _ = writeln!(s, "model      {}", self.spec.model);
         let _ = writeln!(s, "container  {}", self.container);
@@ -201,7 +204,10 @@ impl Plan {
         let r = &self.spec.deploy.restart;
         let retries = r.max_retries.map(|n| format!(":{n}")).unwrap_or_default();
         let _ = writeln!(s, "restart    {}{retries}", r.policy.as_str());
-        let _ = writeln!(s, "logs       json-file, max-size {LOG_MAX_SIZE}, max-file {LOG_MAX_FILES}");
+        let _ = writeln!(
+            s,
+            "logs       json-file, max-size {LOG_MAX_SIZE}, max-file {LOG_MAX_FILES}"
+        );
         if wants_gpus(&self.spec) {
             let _ = writeln!(s, "gpus       {}", gpus_text(&self.spec.deploy.gpus));
         }
@@ -353,6 +359,9 @@ mod tests {
 
     #[test]
     fn container_names_are_docker_safe() {
-        assert_eq!(container_name("glm-4.7 nvfp4/tp4"), "hearth-glm-4.7-nvfp4-tp4");
+        assert_eq!(
+            container_name("glm-4.7 nvfp4/tp4"),
+            "hearth-glm-4.7-nvfp4-tp4"
+        );
     }
 }

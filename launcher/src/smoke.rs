@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use hearth_protocol::openai::{
-    ChatCompletionRequest, ChatCompletionResponse, ChatMessage, FunctionDefinition, Tool,
-    ToolType,
+    ChatCompletionRequest, ChatCompletionResponse, ChatMessage, FunctionDefinition, Tool, ToolType,
 };
 use hearth_spec::ResolvedSpec;
 use serde_json::json;
@@ -95,13 +94,20 @@ async fn send(
     if let Some(key) = &spec.server.api_key {
         http = http.bearer_auth(key.expose());
     }
-    let resp = http.send().await.context("smoke test: sending a chat request")?;
+    let resp = http
+        .send()
+        .await
+        .context("smoke test: sending a chat request")?;
     let status = resp.status();
-    let body = resp.text().await.context("smoke test: reading the answer")?;
+    let body = resp
+        .text()
+        .await
+        .context("smoke test: reading the answer")?;
     if !status.is_success() {
         bail!("smoke test: /v1/chat/completions answered {status}: {body}");
     }
-    serde_json::from_str(&body).with_context(|| format!("smoke test: not a chat completion: {body}"))
+    serde_json::from_str(&body)
+        .with_context(|| format!("smoke test: not a chat completion: {body}"))
 }
 
 /// The answer's content (and reasoning), which must not be empty.
@@ -121,9 +127,9 @@ fn check_answer(
             .and_then(|r| serde_json::to_value(r).ok())
             .and_then(|v| v.as_str().map(str::to_owned));
         let why = match (finish, &reasoning) {
-            (Some(r), Some(_)) => format!(
-                " (finish_reason {r}: the thinking used up max_tokens before any answer)"
-            ),
+            (Some(r), Some(_)) => {
+                format!(" (finish_reason {r}: the thinking used up max_tokens before any answer)")
+            }
             (Some(r), None) => format!(" (finish_reason {r})"),
             _ => String::new(),
         };
@@ -143,20 +149,27 @@ fn check_answer(
 /// The first tool call as `name(arguments)`; its arguments must be a JSON object.
 fn check_tool_call(resp: &ChatCompletionResponse) -> anyhow::Result<String> {
     let msg = resp.choices.first().map(|c| &c.message);
-    let Some(call) = msg.and_then(|m| m.tool_calls.as_ref()).and_then(|t| t.first()) else {
+    let Some(call) = msg
+        .and_then(|m| m.tool_calls.as_ref())
+        .and_then(|t| t.first())
+    else {
         let content = msg.and_then(|m| m.content.clone()).unwrap_or_default();
         bail!("smoke test: asked for a get_weather tool call, got none; content: {content:?}");
     };
-    let args: serde_json::Value = serde_json::from_str(&call.function.arguments).with_context(|| {
-        format!(
-            "smoke test: tool call arguments are not JSON: {}",
-            call.function.arguments
-        )
-    })?;
+    let args: serde_json::Value =
+        serde_json::from_str(&call.function.arguments).with_context(|| {
+            format!(
+                "smoke test: tool call arguments are not JSON: {}",
+                call.function.arguments
+            )
+        })?;
     if !args.is_object() {
         bail!("smoke test: tool call arguments are not a JSON object: {args}");
     }
-    Ok(format!("{}({})", call.function.name, call.function.arguments))
+    Ok(format!(
+        "{}({})",
+        call.function.name, call.function.arguments
+    ))
 }
 
 #[cfg(test)]
@@ -177,7 +190,10 @@ mod tests {
         assert_eq!(check_answer(&ok, None).unwrap().0, "Paris.");
         let empty = resp(json!({"role": "assistant", "content": " "}), "length");
         let e = check_answer(&empty, None).unwrap_err().to_string();
-        assert!(e.contains("empty content") && e.contains("finish_reason length"), "{e}");
+        assert!(
+            e.contains("empty content") && e.contains("finish_reason length"),
+            "{e}"
+        );
         let eaten = resp(
             json!({"role": "assistant", "content": "", "reasoning_content": "hmm"}),
             "length",
@@ -194,7 +210,10 @@ mod tests {
             json!({"role": "assistant", "content": "Paris.", "reasoning_content": "France..."}),
             "stop",
         );
-        assert_eq!(check_answer(&both, Some("qwen3")).unwrap().1.as_deref(), Some("France..."));
+        assert_eq!(
+            check_answer(&both, Some("qwen3")).unwrap().1.as_deref(),
+            Some("France...")
+        );
     }
 
     #[test]
@@ -215,6 +234,9 @@ mod tests {
         );
         assert!(check_tool_call(&bad).is_err());
         let none = resp(json!({"role": "assistant", "content": "sunny"}), "stop");
-        assert!(check_tool_call(&none).unwrap_err().to_string().contains("got none"));
+        assert!(check_tool_call(&none)
+            .unwrap_err()
+            .to_string()
+            .contains("got none"));
     }
 }

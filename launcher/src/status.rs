@@ -73,7 +73,15 @@ pub async fn run(_: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn table(rows: &[Row]) -> String {
-    let header = ["CONTAINER", "STATE", "RESTARTS", "READY", "ENDPOINT", "MODEL", "SPEC"];
+    let header = [
+        "CONTAINER",
+        "STATE",
+        "RESTARTS",
+        "READY",
+        "ENDPOINT",
+        "MODEL",
+        "SPEC",
+    ];
     let cells: Vec<[&str; 7]> = rows
         .iter()
         .map(|r| {

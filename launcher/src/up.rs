@@ -91,7 +91,10 @@ pub async fn run(repo: Option<PathBuf>, a: UpArgs) -> anyhow::Result<ExitCode> {
     let (startup, engine_time) = if already_ready {
         (ready::startup_of(docker, &plan.container).await, None)
     } else {
-        eprintln!("waiting for {url}/ready (timeout {})", duration::show(a.timeout));
+        eprintln!(
+            "waiting for {url}/ready (timeout {})",
+            duration::show(a.timeout)
+        );
         match ready::wait(docker, &plan.container, &url, a.timeout, since).await? {
             Ok(r) => (r.startup, Some(r.took)),
             Err(not_ready) => return Ok(failed(&plan, not_ready)),
@@ -124,7 +127,9 @@ fn describe_action(action: &Action, name: &str) -> String {
     match action {
         Action::Create => format!("container {name}: creating"),
         Action::ReuseRunning => format!("container {name}: reused (same spec and image, running)"),
-        Action::ReuseStopped => format!("container {name}: reused (same spec and image), starting it"),
+        Action::ReuseStopped => {
+            format!("container {name}: reused (same spec and image), starting it")
+        }
         Action::Replace(why) => format!("container {name}: replacing ({why})"),
     }
 }

@@ -33,7 +33,10 @@ impl Entries {
     }
 
     fn dir(&mut self, name: &str, mode: u32) {
-        self.0.insert(format!("{}/", name.trim_end_matches('/')), (Vec::new(), mode));
+        self.0.insert(
+            format!("{}/", name.trim_end_matches('/')),
+            (Vec::new(), mode),
+        );
     }
 
     fn read(&mut self, name: &str, from: &Path, mode: u32) -> anyhow::Result<()> {

@@ -18,8 +18,7 @@ pub fn libraries(path: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         // ldd says so and exits 1 for static binaries: nothing to copy.
-        if text.contains("not a dynamic executable") || err.contains("not a dynamic executable")
-        {
+        if text.contains("not a dynamic executable") || err.contains("not a dynamic executable") {
             return Ok(Vec::new());
         }
         bail!("ldd {}: {}{}", path.display(), text.trim(), err.trim());
@@ -38,7 +37,10 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<PathBuf>> {
             Some((name, rest)) => {
                 let rest = rest.trim();
                 if rest.starts_with("not found") {
-                    bail!("the engine needs {}, which is not installed here", name.trim());
+                    bail!(
+                        "the engine needs {}, which is not installed here",
+                        name.trim()
+                    );
                 }
                 rest
             }

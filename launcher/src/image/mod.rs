@@ -169,7 +169,10 @@ async fn tag_as_name(docker: &Docker, plan: &ImagePlan) -> anyhow::Result<()> {
         return Ok(());
     }
     let (repo, tag) = plan.name.split_once(':').unwrap_or((&plan.name, "latest"));
-    let options = TagImageOptionsBuilder::default().repo(repo).tag(tag).build();
+    let options = TagImageOptionsBuilder::default()
+        .repo(repo)
+        .tag(tag)
+        .build();
     docker
         .tag_image(&plan.tag, Some(options))
         .await
