@@ -21,7 +21,8 @@ use support::{
 /// specs/default.yaml with its own name and image name, so a test never touches the
 /// deployment or image of someone using this Docker host.
 fn default_spec_as(name: &str, image: &str) -> SpecFile {
-    let text = std::fs::read_to_string(repo().join("specs/default.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo().join("specs/default.yaml"))
+        .expect("reading specs/default.yaml");
     assert!(text.contains("name: smollm2-135m\n") && text.contains("image: hearth-engine:cpu\n"));
     SpecFile::new(
         &text
