@@ -31,6 +31,7 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Existing {
     pub spec_hash: Option<String>,
+    pub config_hash: Option<String>,
     pub image: Option<String>,
     pub running: bool,
     pub managed: bool,
@@ -43,6 +44,7 @@ impl Existing {
         let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
         Self {
             spec_hash: label(labels::SPEC_HASH),
+            config_hash: label(labels::CONFIG_HASH),
             image: config.and_then(|c| c.image.clone()),
             running: c.state.as_ref().and_then(|s| s.running).unwrap_or(false),
             managed: label(labels::MANAGED).as_deref() == Some("true"),
@@ -68,6 +70,11 @@ pub fn decide(existing: Option<&Existing>, plan: &Plan) -> Action {
             e.image.as_deref().unwrap_or("none"),
             plan.image.tag
         ));
+    }
+    if e.config_hash.as_deref() != Some(plan.config_hash().as_str()) {
+        return Action::Replace(
+            "settings changed (environment such as the API key, mounts or ports)".into(),
+        );
     }
     if e.running {
         Action::ReuseRunning
@@ -195,6 +202,7 @@ mod tests {
         let plan = Plan::new(spec, image, Default::default(), Vec::new());
         let same = Existing {
             spec_hash: Some(plan.spec_hash.clone()),
+            config_hash: Some(plan.config_hash()),
             image: Some("img:1".into()),
             running: true,
             managed: true,
@@ -216,11 +224,19 @@ mod tests {
         ));
         let other_image = Existing {
             image: Some("img:2".into()),
-            ..same
+            ..same.clone()
         };
         assert_eq!(
             decide(Some(&other_image), &plan),
             Action::Replace("image changed (img:2 -> img:1)".into())
         );
+        let other_settings = Existing {
+            config_hash: Some("x".into()),
+            ..same
+        };
+        assert!(matches!(
+            decide(Some(&other_settings), &plan),
+            Action::Replace(r) if r.starts_with("settings changed")
+        ));
     }
 }

@@ -7,6 +7,8 @@ pub const MANAGED: &str = "hearth.managed";
 pub const SPEC: &str = "hearth.spec";
 /// `ResolvedSpec::spec_hash()`: same hash, same deployment.
 pub const SPEC_HASH: &str = "hearth.spec-hash";
+/// `Plan::config_hash()`: everything else the container was created with (env, mounts, ports).
+pub const CONFIG_HASH: &str = "hearth.config-hash";
 /// The absolute path of the spec file the container runs.
 pub const SPEC_FILE: &str = "hearth.spec-file";
 /// The workspace version of the engine in the image.

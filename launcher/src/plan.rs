@@ -11,6 +11,7 @@ use bollard::models::{
     ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
 };
 use hearth_spec::{Gpus, ResolvedSpec};
+use sha2::{Digest, Sha256};
 
 use crate::image::{wants_gpus, ImagePlan, ENGINE_VERSION};
 use crate::labels;
@@ -98,6 +99,7 @@ impl Plan {
 
     pub fn labels(&self) -> HashMap<String, String> {
         HashMap::from([
+            (labels::CONFIG_HASH.to_owned(), self.config_hash()),
             (labels::MANAGED.to_owned(), "true".to_owned()),
             (labels::SPEC.to_owned(), self.spec.name.clone()),
             (labels::SPEC_HASH.to_owned(), self.spec_hash.clone()),
@@ -126,6 +128,26 @@ impl Plan {
 
     /// Docker's create request for this plan.
     pub fn create_body(&self) -> ContainerCreateBody {
+        ContainerCreateBody {
+            labels: Some(self.labels()),
+            ..self.unlabelled_body()
+        }
+    }
+
+    /// Hex sha256 of everything the container is created with but its labels and working
+    /// directory: environment (the API key too), mounts, ports, image, limits. Equal spec
+    /// hashes with different settings (a new key, another model path) must not be reused.
+    pub fn config_hash(&self) -> String {
+        let body = ContainerCreateBody {
+            working_dir: None,
+            ..self.unlabelled_body()
+        };
+        let value = serde_json::to_value(&body).expect("a create body is plain data");
+        let digest = Sha256::digest(canonical(value).to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn unlabelled_body(&self) -> ContainerCreateBody {
         let port_key = format!("{}/tcp", self.endpoint.port);
         let binding = PortBinding {
             host_ip: Some(self.endpoint.bind_ip.clone()),
@@ -160,7 +182,6 @@ impl Plan {
             image: Some(self.image.tag.clone()),
             cmd: Some(self.cmd()),
             env: Some(self.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-            labels: Some(self.labels()),
             exposed_ports: Some(vec![port_key]),
             working_dir: Some(self.workdir.display().to_string()),
             stop_timeout: Some(STOP_TIMEOUT_SECS),
@@ -217,6 +238,20 @@ impl Plan {
             let _ = writeln!(s, "label      {k}={v}");
         }
         s
+    }
+}
+
+/// `v` with every object's keys sorted, so maps serialize the same whatever their order.
+fn canonical(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, canonical(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
     }
 }
 
@@ -334,6 +369,18 @@ mod tests {
         assert_eq!(labels[labels::SPEC], "smol");
         assert_eq!(labels[labels::SPEC_HASH], p.spec.spec_hash());
         assert_eq!(labels[labels::ENGINE_VERSION], ENGINE_VERSION);
+        // Same plan, same hash, whatever the maps' order; another key is another config.
+        assert_eq!(p.config_hash(), p.config_hash());
+        assert_eq!(labels[labels::CONFIG_HASH], p.config_hash());
+        let other = plan(
+            "name: smol\nmodel: /m/x.gguf\nengine: {device: cpu}\n\
+             server: {port: '${PORT:-8000}', api_key: '${API_KEY:-}'}\n\
+             deploy: {image: 'hearth-engine:cpu', gpus: 0, env: {A: '1', PORT: '1'}, \
+             restart: {policy: on-failure, max_retries: 5}}\n",
+            &[("PORT", "9123"), ("API_KEY", "sk-other")],
+        );
+        assert_eq!(other.spec_hash, p.spec_hash);
+        assert_ne!(other.config_hash(), p.config_hash());
         // The dry run never shows the key.
         let d = p.describe();
         assert!(d.contains("env        API_KEY=***"), "{d}");
