@@ -248,7 +248,12 @@ fn canonical(v: serde_json::Value) -> serde_json::Value {
         Value::Object(map) => {
             let mut entries: Vec<(String, Value)> = map.into_iter().collect();
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, canonical(v))).collect())
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, canonical(v)))
+                    .collect(),
+            )
         }
         Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
         other => other,

@@ -1,6 +1,7 @@
 //! `hearth` against the real Docker daemon: the full `up` cycle of the default spec (CPU image
 //! built from the host's release engine, READY, a real chat through the published port, a
-//! second `up` reusing image and container, `down` removing everything), an engine that fails
+//! second deployment beside it, a second `up` reusing image and container, a changed variable
+//! replacing it, `down` removing everything), an engine that fails
 //! at start, a container killed during readiness, a preflight problem that creates nothing,
 //! compose files that `docker compose config` accepts, and hadolint on both Dockerfiles.
 //!
@@ -110,17 +111,31 @@ fn default_spec_full_cycle_ready_chat_reuse_down() {
     assert_eq!(chat.code, 0, "{chat}");
     assert!(chat.stdout.contains("Paris"), "{chat}");
 
+    // A second deployment (its own name and port) runs beside the first; status lists both.
+    let name2 = unique("second");
+    let container2 = format!("hearth-{name2}");
+    let _container2_guard = ContainerGuard(container2.clone());
+    let spec2 = default_spec_as(&name2, &image);
+    let port2 = free_port().to_string();
+    let up2 = hearth(&["up", spec2.arg()], &[("PORT", port2.as_str())]);
+    assert_eq!(up2.code, 0, "{up2}");
+    assert!(up2.stderr.contains("reused (inputs unchanged)"), "{up2}");
     let status = hearth(&["status"], &[]);
     assert_eq!(status.code, 0, "{status}");
-    let row = status
-        .stdout
-        .lines()
-        .find(|l| l.starts_with(&container))
-        .unwrap_or_default();
-    assert!(
-        row.contains(" yes ") && row.contains(&format!(":{port}")),
-        "{status}"
-    );
+    for (c, p) in [(&container, &port), (&container2, &port2)] {
+        let row = status
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(c.as_str()))
+            .unwrap_or_default();
+        assert!(
+            row.contains(" yes ") && row.contains(&format!(":{p}")),
+            "{c}:\n{status}"
+        );
+    }
+    let down2 = hearth(&["down", spec2.arg()], &[]);
+    assert_eq!(down2.code, 0, "{down2}");
+    assert!(containers_named(&container2).is_empty(), "{down2}");
 
     // Same spec again: image and container are reused, not rebuilt or recreated.
     let id = container_id(&container);
