@@ -12,6 +12,7 @@ FROM rust:${RUST_VERSION}-slim-bookworm AS rust
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 ENV CARGO_HOME=/usr/local/cargo \
     RUSTUP_HOME=/usr/local/rustup \
+    CUDA_HOME=/usr/local/cuda \
     PATH=/usr/local/cargo/bin:/usr/local/cuda/bin:${PATH}
 COPY --from=rust /usr/local/cargo /usr/local/cargo
 COPY --from=rust /usr/local/rustup /usr/local/rustup
