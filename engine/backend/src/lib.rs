@@ -16,7 +16,7 @@ pub use cuda::CudaBackend;
 pub use dtype::{DType, GgmlType};
 pub use error::BackendError;
 pub use ops::{
-    AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling, RopeSpec,
-    SeqAttn,
+    argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling,
+    RopeSpec, SeqAttn,
 };
 pub use weight::{HostWeight, WeightData};

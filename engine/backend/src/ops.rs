@@ -136,6 +136,17 @@ pub struct AttnShape {
     pub scale: f32,
 }
 
+/// Index of the largest value (the lowest index on ties, like torch.argmax): greedy sampling.
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
 /// The LLM op set. Models are written once against it.
 pub trait Backend: Send + Sync {
     /// A weight in the backend's own layout.
@@ -216,18 +227,7 @@ pub trait Backend: Send + Sync {
     fn argmax_rows(&self, x: &Self::Buf, cols: usize) -> Vec<u32> {
         self.to_host(x)
             .chunks_exact(cols.max(1))
-            .map(|row| {
-                row.iter()
-                    .enumerate()
-                    .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
-                        if v > best.1 {
-                            (i, v)
-                        } else {
-                            best
-                        }
-                    })
-                    .0 as u32
-            })
+            .map(argmax)
             .collect()
     }
     /// Copies the step's logits rows of `x` (row length `cols`) into `out`.

@@ -191,15 +191,7 @@ impl Rng {
 }
 
 /// Index of the largest logit (the lowest index on ties, like torch.argmax).
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
+pub use hearth_backend::argmax;
 
 /// Samples one token id from `logits` under `p`.
 pub fn sample(logits: &[f32], p: &SamplingParams, rng: &mut Rng) -> u32 {

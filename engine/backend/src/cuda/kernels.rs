@@ -253,12 +253,7 @@ impl Kernels {
         if n_rows == 0 {
             return Ok(());
         }
-        let (nh, nkv, hd, bs) = (
-            a.n_heads as i32,
-            a.n_kv_heads as i32,
-            a.head_dim as i32,
-            a.block_size as i32,
-        );
+        let [nh, nkv, hd, bs] = a.layout();
         launch!(
             self,
             attention,
@@ -299,12 +294,7 @@ impl Kernels {
             "tiled attention: head_dim {}",
             a.head_dim
         );
-        let (nh, nkv, hd, bs) = (
-            a.n_heads as i32,
-            a.n_kv_heads as i32,
-            a.head_dim as i32,
-            a.block_size as i32,
-        );
+        let [nh, nkv, hd, bs] = a.layout();
         launch!(
             self,
             attention_prefill,
@@ -384,6 +374,19 @@ pub struct RopeShape {
     pub head_dim: usize,
     pub rotary_dim: usize,
     pub neox: bool,
+}
+
+impl AttnLaunch {
+    /// (n_heads, n_kv_heads, head_dim, block_size) as the kernels take them.
+    fn layout(&self) -> [i32; 4] {
+        [
+            self.n_heads,
+            self.n_kv_heads,
+            self.head_dim,
+            self.block_size,
+        ]
+        .map(|v| v as i32)
+    }
 }
 
 /// Everything one attention launch reads.

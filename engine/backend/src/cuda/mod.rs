@@ -236,7 +236,8 @@ impl CudaBackend {
             message: format!("{n} values for shape {:?}", w.shape),
         };
         // bf16 checkpoints go to the device as they are; everything else is converted first.
-        let bits: Vec<u16> = match &w.data {
+        let bf = |x: f32| bf16::from_f32(x).to_le_bytes();
+        let bytes: Vec<u8> = match &w.data {
             WeightData::Ggml {
                 ty: GgmlType::BF16,
                 bytes,
@@ -253,29 +254,28 @@ impl CudaBackend {
                     cols,
                 });
             }
-            WeightData::F32(v) => v.iter().map(|x| bf16::from_f32(*x).to_bits()).collect(),
+            WeightData::F32(v) => v.iter().flat_map(|x| bf(*x)).collect(),
             WeightData::Ggml {
                 ty: GgmlType::F16,
                 bytes,
             } => bytes
                 .chunks_exact(2)
-                .map(|b| bf16::from_f32(f16::from_le_bytes([b[0], b[1]]).to_f32()).to_bits())
+                .flat_map(|b| bf(f16::from_le_bytes([b[0], b[1]]).to_f32()))
                 .collect(),
             WeightData::Ggml { ty, bytes } => {
                 let mut row = vec![0f32; cols];
                 let row_bytes = ty.bytes_for(cols);
-                let mut out = Vec::with_capacity(rows * cols);
+                let mut out = Vec::with_capacity(rows * cols * 2);
                 for r in bytes.chunks_exact(row_bytes) {
                     crate::quant::dequantize_row(*ty, r, &mut row);
-                    out.extend(row.iter().map(|x| bf16::from_f32(*x).to_bits()));
+                    out.extend(row.iter().flat_map(|x| bf(*x)));
                 }
                 out
             }
         };
-        if bits.len() != rows * cols {
-            return Err(bad(bits.len()));
+        if bytes.len() != rows * cols * 2 {
+            return Err(bad(bytes.len() / 2));
         }
-        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
         let data = self.stream.clone_htod(&bytes)?;
         let ptr = self.dptr(&data);
         Ok(CudaWeight::Matrix {
@@ -596,10 +596,13 @@ impl Backend for CudaBackend {
 
     fn argmax_rows(&self, x: &CudaBuf, cols: usize) -> Vec<u32> {
         let t0 = self.prof_begin();
-        let r = self.argmax(x, cols);
-        let ids = r.as_ref().map(|v| v.clone()).unwrap_or_default();
-        self.finish("argmax", t0, r.map(|_| ()));
-        ids
+        match self.argmax(x, cols) {
+            Ok(ids) => {
+                self.finish("argmax", t0, Ok(()));
+                ids
+            }
+            Err(e) => panic!("CUDA argmax: {e}"),
+        }
     }
 
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use hearth_runtime::sampler::argmax;
 use serde::Deserialize;
 
 use super::source::ModelArgs;
@@ -35,16 +36,6 @@ struct Case {
     logits: Vec<Vec<f32>>,
     #[serde(default)]
     greedy: Vec<u32>,
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(
-            (0, f32::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0
 }
 
 pub fn run(a: CheckLogitsArgs) -> anyhow::Result<()> {
