@@ -66,13 +66,14 @@ YAML
     s=$(date +%s.%N); "$E" serve --spec /tmp/q8b.yaml > "$OUT/serve_log.txt" 2>&1 & pid=$!
     until curl -sf localhost:8321/ready > /dev/null; do sleep 0.1; kill -0 $pid 2>/dev/null || break; done
     echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
+    grep -i "phase" "$OUT/serve_log.txt" | tee -a "$OUT/summary.txt"
     curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"The capital of France is","max_tokens":8}' | tee -a "$OUT/summary.txt"
     kill $pid; wait $pid
     ;;
 smollm2)
     if [ -e /tmp/smol.gguf ]; then
         for d in cpu cuda; do
-            t "smol_$d" "$E" generate --model /tmp/smol.gguf --device $d --max-tokens 48 -p "What is the capital of France?" -p "Write a haiku about the sea."
+            t "smol_$d" "$E" generate --model /tmp/smol.gguf --device $d --max-tokens 48 -p "What is the capital of France?" -p "Write a haiku about the sea." -p "List three prime numbers."
         done
         diff <(grep -v -i "INFO\|WARN" "$OUT/smol_cpu.txt") <(grep -v -i "INFO\|WARN" "$OUT/smol_cuda.txt") > "$OUT/smol_diff.txt" && echo "smollm2 greedy: identical" | tee -a "$OUT/summary.txt" || echo "smollm2 greedy: DIFFERENT" | tee -a "$OUT/summary.txt"
     else

@@ -19,4 +19,4 @@ pub use ops::{
     argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling,
     RopeSpec, SeqAttn,
 };
-pub use weight::{HostWeight, WeightData};
+pub use weight::{HostBytes, HostWeight, WeightData};

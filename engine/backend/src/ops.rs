@@ -127,6 +127,51 @@ pub struct ForwardBatch {
     pub logits_rows: Vec<usize>,
 }
 
+/// Cache slot of a padding row: its K and V are not written anywhere.
+pub const NO_SLOT: u32 = u32::MAX;
+
+impl ForwardBatch {
+    /// Whether this is a decode step: one new token per sequence, rows in sequence order, every
+    /// row sampled.
+    pub fn is_decode(&self) -> bool {
+        let n = self.tokens.len();
+        self.attn.seqs.len() == n
+            && self
+                .attn
+                .seqs
+                .iter()
+                .enumerate()
+                .all(|(i, s)| s.query_len == 1 && s.query_start == i)
+            && self.logits_rows.iter().copied().eq(0..n)
+    }
+
+    /// Pads a decode step up to the smallest of `sizes` that holds it (a backend's graph
+    /// sizes, ascending), with rows that see no key, write no cache slot and whose outputs the
+    /// caller ignores (they come after the real rows). Other batches are left alone.
+    pub fn pad_decode(&mut self, sizes: &[usize]) {
+        let n = self.tokens.len();
+        let Some(&to) = sizes.iter().find(|&&s| s >= n) else {
+            return;
+        };
+        if to == n || !self.is_decode() {
+            return;
+        }
+        for i in n..to {
+            self.tokens.push(0);
+            self.positions.push(0);
+            self.attn.slot_mapping.push(NO_SLOT);
+            self.attn.prefill.push(false);
+            self.attn.seqs.push(SeqAttn {
+                query_start: i,
+                query_len: 1,
+                context_len: 0,
+                block_table: Vec::new(),
+            });
+            self.logits_rows.push(i);
+        }
+    }
+}
+
 /// Attention head layout of one layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttnShape {
@@ -173,6 +218,13 @@ pub trait Backend: Send + Sync {
     /// Starts a forward pass over `batch`: stages its metadata for the ops below. Buffers from
     /// `buf` live until the next `begin_step`.
     fn begin_step(&self, batch: &ForwardBatch) -> Self::Step;
+    /// Lets decode steps run as captured graphs from now on (a GPU backend's CUDA graphs) and
+    /// returns the batch sizes decode steps must then be padded to (`ForwardBatch::pad_decode`);
+    /// empty when the backend has none. Only for callers whose forward passes read results back
+    /// once, at the end (the model runner): a graph step defers its work until then.
+    fn enable_decode_graphs(&self) -> &'static [usize] {
+        &[]
+    }
     fn buf(&self, len: usize) -> Self::Buf;
     fn to_host(&self, x: &Self::Buf) -> Vec<f32>;
 
@@ -238,4 +290,64 @@ pub trait Backend: Send + Sync {
         step: &Self::Step,
         out: &mut Self::Buf,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(n: usize) -> ForwardBatch {
+        ForwardBatch {
+            tokens: (0..n as u32).map(|i| 10 + i).collect(),
+            positions: vec![5; n],
+            attn: AttnMetadata {
+                seqs: (0..n)
+                    .map(|i| SeqAttn {
+                        query_start: i,
+                        query_len: 1,
+                        context_len: 6,
+                        block_table: vec![i as u32],
+                    })
+                    .collect(),
+                prefill: vec![false; n],
+                slot_mapping: (0..n as u32).map(|i| i * 16 + 5).collect(),
+            },
+            logits_rows: (0..n).collect(),
+        }
+    }
+
+    #[test]
+    fn decode_steps_pad_to_the_next_size_with_inert_rows() {
+        let mut b = decode(3);
+        b.pad_decode(&[1, 2, 4, 8]);
+        assert_eq!(b.tokens.len(), 4);
+        assert_eq!(&b.tokens[..3], &[10, 11, 12]);
+        assert_eq!(b.attn.slot_mapping[3], NO_SLOT);
+        assert_eq!(b.attn.seqs[3].context_len, 0);
+        assert_eq!(b.attn.seqs[3].query_start, 3);
+        assert_eq!(b.logits_rows, vec![0, 1, 2, 3]);
+        assert!(b.is_decode());
+    }
+
+    #[test]
+    fn other_batches_and_exact_or_oversized_ones_stay() {
+        let mut exact = decode(4);
+        exact.pad_decode(&[1, 2, 4]);
+        assert_eq!(exact, decode(4));
+        let mut big = decode(9);
+        big.pad_decode(&[1, 2, 4, 8]);
+        assert_eq!(big, decode(9));
+        // A prefill chunk (two tokens of one sequence) is not a decode step.
+        let mut prefill = decode(2);
+        prefill.attn.seqs = vec![SeqAttn {
+            query_start: 0,
+            query_len: 2,
+            context_len: 2,
+            block_table: vec![0],
+        }];
+        prefill.logits_rows = vec![1];
+        let before = prefill.clone();
+        prefill.pad_decode(&[4]);
+        assert_eq!(prefill, before);
+    }
 }

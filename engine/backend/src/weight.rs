@@ -1,7 +1,47 @@
 //! Weights as the loaders hand them over: a row-major shape and the bytes in their storage format.
 //! A backend `upload`s a `HostWeight` into whatever layout its kernels want.
 
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
 use crate::GgmlType;
+
+/// A weight's bytes: owned, or a range of a memory-mapped checkpoint file, read in place (a
+/// loader hands out views of its mapping instead of copying every tensor first).
+#[derive(Clone)]
+pub enum HostBytes {
+    Owned(Vec<u8>),
+    Mapped {
+        map: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        range: Range<usize>,
+    },
+}
+
+impl Deref for HostBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            HostBytes::Owned(v) => v,
+            HostBytes::Mapped { map, range } => &(**map).as_ref()[range.clone()],
+        }
+    }
+}
+
+impl From<Vec<u8>> for HostBytes {
+    fn from(v: Vec<u8>) -> Self {
+        HostBytes::Owned(v)
+    }
+}
+
+impl std::fmt::Debug for HostBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostBytes::Owned(v) => write!(f, "{} owned bytes", v.len()),
+            HostBytes::Mapped { range, .. } => write!(f, "{} mapped bytes", range.len()),
+        }
+    }
+}
 
 /// Storage format of a weight on the host.
 #[derive(Debug, Clone)]
@@ -9,7 +49,7 @@ pub enum WeightData {
     /// Dense f32 values (dense f16/bf16 checkpoints are widened by the loader for the CPU).
     F32(Vec<f32>),
     /// GGML blocks, rows contiguous: each row is `cols / block_elems` blocks.
-    Ggml { ty: GgmlType, bytes: Vec<u8> },
+    Ggml { ty: GgmlType, bytes: HostBytes },
 }
 
 /// A weight in row-major order: `shape[0]` rows (output features) of `shape[1]` columns.

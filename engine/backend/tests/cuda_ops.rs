@@ -288,5 +288,99 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
     gpu.attention(&kg, 1, &upload(gpu, &q), shape, &sg, &mut og);
     let d = max_rel(&gpu.to_host(&og), &oc);
     println!("paged attention head_dim {hd}: max rel diff {d:.2e}");
-    assert!(d < 1e-4, "attention head_dim {hd}: {d}");
+    // The tensor-core prefill kernel (head_dim 64 and 128) rounds Q and P to bf16.
+    let tolerance = if hd == 64 || hd == 128 { 2e-2 } else { 1e-4 };
+    assert!(d < tolerance, "attention head_dim {hd}: {d}");
+}
+
+/// Decode rows over long contexts take several splits (merged in a second kernel); a padding
+/// row (no key, no slot) comes out as zeros and writes nothing.
+#[test]
+fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    for (hd, n_heads, n_kv) in [(128, 32, 8), (64, 6, 2), (96, 4, 4)] {
+        let bs = 16;
+        let long = 3000;
+        let short = 100;
+        let blocks = (long + short) / bs + 2;
+        let spec = KvCacheSpec {
+            num_layers: 1,
+            num_blocks: blocks,
+            block_size: bs,
+            num_kv_heads: n_kv,
+            head_dim: hd,
+        };
+        let (mut kc, mut kg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
+        // Blocks in reverse order, so the tables really are followed.
+        let table_a: Vec<u32> = (0..long.div_ceil(bs) as u32).rev().collect();
+        let table_b: Vec<u32> = (table_a.len() as u32..blocks as u32).collect();
+        let slot = |t: &[u32], p: usize| t[p / bs] * bs as u32 + (p % bs) as u32;
+        let kv_dim = n_kv * hd;
+        let n_fill = long + short;
+        let fill = ForwardBatch {
+            tokens: vec![0; n_fill],
+            positions: (0..long as u32).chain(0..short as u32).collect(),
+            attn: AttnMetadata {
+                seqs: vec![],
+                prefill: vec![true; n_fill],
+                slot_mapping: (0..long)
+                    .map(|p| slot(&table_a, p))
+                    .chain((0..short).map(|p| slot(&table_b, p)))
+                    .collect(),
+            },
+            logits_rows: vec![],
+        };
+        let (k0, v0) = (
+            bf(&rand(n_fill * kv_dim, 20)),
+            bf(&rand(n_fill * kv_dim, 21)),
+        );
+        let sc = cpu.begin_step(&fill);
+        cpu.write_kv(&mut kc, 0, &k0, &v0, &sc);
+        let sg = gpu.begin_step(&fill);
+        gpu.write_kv(&mut kg, 0, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
+        // Two decode rows reading what is cached (context_len counts the row's own key,
+        // written above), then a padding row for the GPU.
+        let row = |i: usize, ctx: usize, t: &Vec<u32>| SeqAttn {
+            query_start: i,
+            query_len: 1,
+            context_len: ctx,
+            block_table: t.clone(),
+        };
+        let real = ForwardBatch {
+            tokens: vec![0; 2],
+            positions: vec![long as u32 - 1, short as u32 - 1],
+            attn: AttnMetadata {
+                seqs: vec![row(0, long, &table_a), row(1, short, &table_b)],
+                prefill: vec![false; 2],
+                slot_mapping: vec![slot(&table_a, long - 1), slot(&table_b, short - 1)],
+            },
+            logits_rows: vec![0, 1],
+        };
+        let mut padded = real.clone();
+        padded.pad_decode(&[4]);
+        let shape = AttnShape {
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
+        let q = rand(2 * n_heads * hd, 22);
+        let mut q4 = q.clone();
+        q4.resize(4 * n_heads * hd, 0.5);
+        let sc = cpu.begin_step(&real);
+        let mut oc = cpu.buf(0);
+        cpu.attention(&kc, 0, &q, shape, &sc, &mut oc);
+        let sg = gpu.begin_step(&padded);
+        let mut og = gpu.buf(0);
+        gpu.attention(&kg, 0, &upload(&gpu, &q4), shape, &sg, &mut og);
+        let got = gpu.to_host(&og);
+        let (rows, pad) = got.split_at(2 * n_heads * hd);
+        let d = max_rel(rows, &oc);
+        println!(
+            "split decode attention head_dim {hd} heads {n_heads}/{n_kv}: max rel diff {d:.2e}"
+        );
+        assert!(d < 1e-4, "split decode attention head_dim {hd}: {d}");
+        assert!(pad.iter().all(|x| *x == 0.0), "padding rows must be zeros");
+    }
 }

@@ -2,4 +2,6 @@
 #include "elementwise.cu"
 #include "gemv.cu"
 #include "attention.cu"
+#include "attention_decode.cu"
+#include "attention_prefill.cu"
 #include "sample.cu"

@@ -174,7 +174,7 @@ fn host_weight(f: &GgufFile, info: &GgufTensorInfo, name: &str) -> HostWeight {
         }
         ty => WeightData::Ggml {
             ty,
-            bytes: bytes.to_vec(),
+            bytes: bytes.to_vec().into(),
         },
     };
     HostWeight {
@@ -195,7 +195,7 @@ fn unpermute_rows(w: &mut HostWeight, heads: usize) {
     };
     let src: Vec<u8> = match &w.data {
         WeightData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        WeightData::Ggml { bytes, .. } => bytes.clone(),
+        WeightData::Ggml { bytes, .. } => bytes.to_vec(),
     };
     let mut dst = vec![0u8; src.len()];
     for h in 0..heads {
@@ -216,7 +216,7 @@ fn unpermute_rows(w: &mut HostWeight, heads: usize) {
         ),
         WeightData::Ggml { ty, .. } => WeightData::Ggml {
             ty: *ty,
-            bytes: dst,
+            bytes: dst.into(),
         },
     };
 }

@@ -1,12 +1,14 @@
 //! transformers checkpoint directories as a `WeightSource`: config.json plus one
 //! `model.safetensors` or shards listed in `model.safetensors.index.json`, each mmap'd once.
-//! Dense f32/f16/bf16 tensors are handed over as raw bytes; each backend picks its layout.
+//! Dense f32/f16/bf16 tensors are handed over as views of the mapping (no copy); each backend
+//! picks its layout.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use hearth_backend::{GgmlType, HostWeight, WeightData};
+use hearth_backend::{GgmlType, HostBytes, HostWeight, WeightData};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 
@@ -25,7 +27,7 @@ struct Entry {
 pub struct SafetensorsWeights {
     dir: PathBuf,
     config: HfConfig,
-    shards: Vec<(PathBuf, Mmap)>,
+    shards: Vec<(PathBuf, Arc<Mmap>)>,
     index: HashMap<String, Entry>,
 }
 
@@ -68,7 +70,7 @@ impl SafetensorsWeights {
                     },
                 );
             }
-            shards.push((path, mmap));
+            shards.push((path, Arc::new(mmap)));
         }
         Ok(SafetensorsWeights {
             dir: dir.to_path_buf(),
@@ -168,7 +170,10 @@ impl WeightSource for SafetensorsWeights {
             shape: e.shape.clone(),
             data: WeightData::Ggml {
                 ty,
-                bytes: bytes.to_vec(),
+                bytes: HostBytes::Mapped {
+                    map: mmap.clone(),
+                    range: e.start..e.end,
+                },
             },
         }))
     }

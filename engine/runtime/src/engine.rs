@@ -155,6 +155,49 @@ impl Drop for RequestStream {
     }
 }
 
+/// Runs a padding-only decode step twice for each of the backend's decode batch sizes the
+/// engine can reach (largest first, so the activation arena is sized once): the first run warms
+/// it up, the second captures a GPU backend's graph, so no request waits for a capture.
+fn warm_decode_sizes<B: Backend>(
+    parts: &EngineParts<B>,
+    kv: &mut B::KvCache,
+    max_num_seqs: usize,
+) -> &'static [usize] {
+    let all = parts.backend.enable_decode_graphs();
+    let reach = all
+        .iter()
+        .position(|&s| s >= max_num_seqs)
+        .map_or(all.len(), |i| i + 1);
+    let sizes = &all[..reach];
+    if sizes.is_empty() {
+        return all;
+    }
+    let t = Instant::now();
+    for &size in sizes.iter().rev() {
+        let mut batch = hearth_backend::ForwardBatch {
+            tokens: Vec::new(),
+            positions: Vec::new(),
+            attn: hearth_backend::AttnMetadata {
+                seqs: Vec::new(),
+                prefill: Vec::new(),
+                slot_mapping: Vec::new(),
+            },
+            logits_rows: Vec::new(),
+        };
+        batch.pad_decode(&[size]);
+        for _ in 0..2 {
+            let b = &parts.backend;
+            b.install(|| parts.model.forward_greedy(b, &batch, kv));
+        }
+    }
+    info!(
+        sizes = ?sizes,
+        secs = t.elapsed().as_secs_f32(),
+        "phase: capture graphs (decode batch sizes)"
+    );
+    all
+}
+
 impl EngineHandle {
     /// Starts the engine thread on a loaded model.
     pub fn start<B: Backend + 'static>(
@@ -165,7 +208,8 @@ impl EngineHandle {
         B::KvCache: 'static,
     {
         let kv_spec = parts.model.kv_spec(cfg.num_blocks, cfg.block_size);
-        let kv = parts.backend.alloc_kv(kv_spec)?;
+        let mut kv = parts.backend.alloc_kv(kv_spec)?;
+        let decode_sizes = warm_decode_sizes(&parts, &mut kv, cfg.max_num_seqs);
         // A sequence can never outgrow the pool: cap its length at the pool's capacity.
         let capacity = cfg.num_blocks * cfg.block_size;
         if capacity < parts.max_model_len {
@@ -196,6 +240,7 @@ impl EngineHandle {
         let (tx, rx) = mpsc::channel();
         let core = Core {
             kv,
+            decode_sizes,
             sched,
             block_size: cfg.block_size,
             max_model_len,
@@ -320,6 +365,8 @@ impl SeqState {
 struct Core<B: Backend> {
     parts: EngineParts<B>,
     kv: B::KvCache,
+    /// Batch sizes decode steps are padded to (the backend's graph sizes; empty on the CPU).
+    decode_sizes: &'static [usize],
     sched: Scheduler,
     block_size: usize,
     /// max_model_len capped at the KV pool capacity.
@@ -487,10 +534,12 @@ impl<B: Backend> Core<B> {
             }
         }
         let seqs = &self.seqs;
-        let (batch, sampled_ids) = crate::runner::build_batch(&out, self.block_size, |id| {
+        let (mut batch, sampled_ids) = crate::runner::build_batch(&out, self.block_size, |id| {
             seqs.get(&id).map_or(usize::MAX, |s| s.prompt_len)
         });
         let EngineParts { backend, model, .. } = &self.parts;
+        // Decode steps run at the backend's graph sizes; padding rows come last and are ignored.
+        batch.pad_decode(self.decode_sizes);
         let kv = &mut self.kv;
         // When every sampled sequence is plain greedy, the backend picks the tokens where the
         // logits are (on a GPU only the ids come back), else the host samples from the rows.
@@ -508,7 +557,7 @@ impl<B: Backend> Core<B> {
                 Vec::new(),
             )
         };
-        let vocab = logits.len() / sampled_ids.len().max(1);
+        let vocab = model.info().vocab_size;
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
         for (i, id) in sampled_ids.iter().enumerate() {

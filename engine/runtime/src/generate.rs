@@ -52,6 +52,8 @@ impl<'a, B: Backend> Generator<'a, B> {
         let block_size = 16;
         let num_blocks = max_len.div_ceil(block_size);
         let kv = backend.alloc_kv(model.kv_spec(num_blocks, block_size))?;
+        // One sequence: every decode step is one row, a graph size of its own.
+        backend.enable_decode_graphs();
         Ok(Generator {
             backend,
             model,

@@ -212,7 +212,7 @@ impl Backend for CpuBackend {
                         rows,
                         cols,
                         ty,
-                        bytes,
+                        bytes: bytes.to_vec(),
                     },
                 })
             }

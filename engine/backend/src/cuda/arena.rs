@@ -22,6 +22,8 @@ pub struct Arena {
     /// Bytes handed out since the last reset, over all chunks.
     total: usize,
     high_water: usize,
+    /// How many times the main allocation was replaced (its addresses moved).
+    moves: u64,
 }
 
 impl Arena {
@@ -32,7 +34,13 @@ impl Arena {
             used: 0,
             total: 0,
             high_water: 0,
+            moves: 0,
         }
+    }
+
+    /// Changes whenever buffers handed out after a reset may live at new addresses.
+    pub fn moves(&self) -> u64 {
+        self.moves
     }
 
     /// Capacity of the arena's main allocation.
@@ -50,6 +58,7 @@ impl Arena {
     pub fn reset(&mut self) -> Result<(), BackendError> {
         self.high_water = self.high_water.max(self.total);
         if self.chunks.len() != 1 || self.capacity() < self.high_water {
+            self.moves += 1;
             self.chunks.clear();
             if self.high_water > 0 {
                 self.push_chunk(self.high_water)?;

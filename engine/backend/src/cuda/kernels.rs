@@ -2,6 +2,7 @@
 //! checking what the kernel assumes. Pointers are raw device addresses (`u64`) of buffers the
 //! backend owns; every launch goes to the backend's one stream.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
@@ -13,8 +14,19 @@ pub const GEMV_MAX_ROWS: usize = 8;
 /// Output features per warp the GEMV kernels come in (`R`).
 const GEMV_FEATURES_PER_WARP: [usize; 3] = [1, 2, 4];
 
+/// Splits per row the decode attention kernel may use (DEC_MAX_SPLITS in attention_decode.cu).
+pub const DECODE_MAX_SPLITS: usize = 32;
+/// Rows per decode attention launch: its split buffer is sized for this many rows.
+pub const DECODE_CHUNK_ROWS: usize = 64;
+/// Lanes per key the decode attention kernel comes in (`attn_decode_LPK_HB`).
+const DECODE_LANES_PER_KEY: [usize; 3] = [8, 16, 32];
+/// Query heads per block it comes in.
+const DECODE_HEADS_PER_BLOCK: [usize; 3] = [1, 2, 4];
+
 pub struct Kernels {
     stream: Arc<CudaStream>,
+    /// Set while a decode graph replays the step: launches are then skipped (see `graph`).
+    pub skip: AtomicBool,
     embedding: CudaFunction,
     rms_norm: CudaFunction,
     add_rms_norm: CudaFunction,
@@ -24,8 +36,12 @@ pub struct Kernels {
     f32_to_bf16: CudaFunction,
     gather_rows: CudaFunction,
     write_kv: CudaFunction,
-    attention: CudaFunction,
     attention_prefill: CudaFunction,
+    /// `attn_decode[l * 3 + h]`: DECODE_LANES_PER_KEY[l], DECODE_HEADS_PER_BLOCK[h].
+    attn_decode: Vec<CudaFunction>,
+    attn_decode_merge: CudaFunction,
+    /// Tensor-core prefill for head_dim 64 and 128.
+    attn_prefill_tc: [CudaFunction; 2],
     argmax_rows: CudaFunction,
     /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp.
     gemv: Vec<CudaFunction>,
@@ -52,7 +68,13 @@ fn flat(n: usize) -> LaunchConfig {
 /// Launches `f` with the given arguments on `stream`.
 macro_rules! launch {
     ($self:ident, $f:ident, $cfg:expr, $($arg:expr),+ $(,)?) => {{
-        let mut b = $self.stream.launch_builder(&$self.$f);
+        launch!(@fn $self, &$self.$f, $cfg, $($arg),+)
+    }};
+    (@fn $self:ident, $func:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
+        if $self.skipping() {
+            return Ok(());
+        }
+        let mut b = $self.stream.launch_builder($func);
         $( b.arg(&$arg); )+
         // SAFETY: every pointer argument is a live device allocation owned by the backend, sized
         // by the caller for the shapes passed alongside (each launcher's doc says which); the
@@ -74,15 +96,27 @@ impl Kernels {
             f32_to_bf16: f("f32_to_bf16")?,
             gather_rows: f("gather_rows")?,
             write_kv: f("write_kv")?,
-            attention: f("attention")?,
             attention_prefill: f("attention_prefill")?,
+            attn_decode: DECODE_LANES_PER_KEY
+                .iter()
+                .flat_map(|l| DECODE_HEADS_PER_BLOCK.map(|h| (*l, h)))
+                .map(|(l, h)| f(&format!("attn_decode_{l}_{h}")))
+                .collect::<Result<_, _>>()?,
+            attn_decode_merge: f("attn_decode_merge")?,
+            attn_prefill_tc: [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
             argmax_rows: f("argmax_rows")?,
             gemv: (1..=GEMV_MAX_ROWS)
                 .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             stream,
+            skip: AtomicBool::new(false),
         })
+    }
+
+    /// Whether launches are being skipped (a decode graph replays this step).
+    pub fn skipping(&self) -> bool {
+        self.skip.load(Ordering::Relaxed)
     }
 
     /// out[rows, cols] (f32) = table[ids[r]] (bf16 [vocab, cols]).
@@ -243,32 +277,134 @@ impl Kernels {
         )
     }
 
-    /// Causal paged attention, one block per (row, head), for `n_rows` rows listed at `rows`.
-    pub fn attention_rows(
+    /// Whether the decode attention kernel handles this head size.
+    pub fn decode_attention_supports(head_dim: usize) -> bool {
+        head_dim.is_multiple_of(8) && head_dim <= 256
+    }
+
+    /// Causal paged attention of `n_rows` single rows listed at `rows` (decode rows and short
+    /// chunks), in launches of DECODE_CHUNK_ROWS rows; `parts` is the split buffer: (max, sum)
+    /// pairs then partial outputs, sized by `decode_parts_bytes`.
+    pub fn attention_decode(
         &self,
         a: &AttnLaunch,
         rows: u64,
         n_rows: usize,
+        parts: u64,
     ) -> Result<(), BackendError> {
-        if n_rows == 0 {
+        assert!(
+            Self::decode_attention_supports(a.head_dim),
+            "decode attention: head_dim {}",
+            a.head_dim
+        );
+        let group = a.n_heads / a.n_kv_heads;
+        let hi = match group {
+            g if g.is_multiple_of(4) => 2,
+            g if g.is_multiple_of(2) => 1,
+            _ => 0,
+        };
+        let heads_per_block = DECODE_HEADS_PER_BLOCK[hi];
+        let li = DECODE_LANES_PER_KEY
+            .iter()
+            .position(|l| 8 * l >= a.head_dim)
+            .expect("head_dim <= 256 was checked");
+        let [nh, nkv, hd, bs] = a.layout();
+        let ml = parts;
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
+            let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
+            let rows = rows + 4 * start as u64;
+            let c = LaunchConfig {
+                grid_dim: (
+                    n,
+                    (a.n_heads / heads_per_block) as u32,
+                    DECODE_MAX_SPLITS as u32,
+                ),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            launch!(
+                @fn self,
+                &self.attn_decode[li * 3 + hi],
+                c,
+                a.q,
+                a.k_cache,
+                a.v_cache,
+                a.out,
+                ml,
+                acc,
+                rows,
+                a.tok_seq,
+                a.seq_info,
+                a.block_tables,
+                nh,
+                nkv,
+                hd,
+                bs,
+                a.scale
+            )?;
+            launch!(
+                self,
+                attn_decode_merge,
+                cfg((n, a.n_heads as u32), 128),
+                ml,
+                acc,
+                a.out,
+                rows,
+                a.tok_seq,
+                a.seq_info,
+                nh,
+                hd
+            )?;
+        }
+        Ok(())
+    }
+
+    fn decode_ml_bytes(n_heads: usize) -> usize {
+        (DECODE_CHUNK_ROWS * n_heads * DECODE_MAX_SPLITS * 8).div_ceil(256) * 256
+    }
+
+    /// Bytes of the split buffer `attention_decode` needs for this head layout.
+    pub fn decode_parts_bytes(n_heads: usize, head_dim: usize) -> usize {
+        Self::decode_ml_bytes(n_heads)
+            + DECODE_CHUNK_ROWS * n_heads * DECODE_MAX_SPLITS * head_dim * 4
+    }
+
+    /// Whether the tensor-core prefill kernel handles this head size.
+    pub fn tc_attention_supports(head_dim: usize) -> bool {
+        head_dim == 64 || head_dim == 128
+    }
+
+    /// Causal paged attention of 64-row query tiles on the tensor cores (attention_prefill.cu).
+    pub fn attention_tiles_tc(
+        &self,
+        a: &AttnLaunch,
+        tiles: u64,
+        n_tiles: usize,
+    ) -> Result<(), BackendError> {
+        if n_tiles == 0 {
             return Ok(());
         }
-        let [nh, nkv, hd, bs] = a.layout();
+        assert!(
+            Self::tc_attention_supports(a.head_dim),
+            "tensor-core attention: head_dim {}",
+            a.head_dim
+        );
+        let [nh, nkv, _, bs] = a.layout();
+        let f = &self.attn_prefill_tc[usize::from(a.head_dim == 128)];
         launch!(
-            self,
-            attention,
-            cfg((n_rows as u32, a.n_heads as u32), 256),
+            @fn self,
+            f,
+            cfg((n_tiles as u32, a.n_heads as u32), 128),
             a.q,
             a.k_cache,
             a.v_cache,
             a.out,
-            rows,
-            a.tok_seq,
+            tiles,
             a.seq_info,
             a.block_tables,
             nh,
             nkv,
-            hd,
             bs,
             a.scale
         )
@@ -354,6 +490,9 @@ impl Kernels {
             n if n >= 2048 => 1,
             _ => 0,
         };
+        if self.skipping() {
+            return Ok(());
+        }
         let per_warp = GEMV_FEATURES_PER_WARP[ri];
         let warps = 4;
         let mut b = self.stream.launch_builder(&self.gemv[(rows - 1) * 3 + ri]);

@@ -6,11 +6,16 @@
 //!
 //! Row kinds: rows of a `linear` with at most `GEMV_MAX_ROWS` rows take the GEMV kernels, whose
 //! per-row arithmetic does not depend on the row count; larger batches take cuBLASLt.
+//!
+//! Decode steps of the sizes in `DECODE_BATCH_SIZES` run as CUDA graphs (see `graph`);
+//! HEARTH_CUDA_GRAPHS=0 turns them off.
 
 mod arena;
 mod gemm;
+mod graph;
 mod kernels;
 mod step;
+mod upload;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,6 +29,8 @@ use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 use arena::Arena;
 use gemm::Gemm;
+pub use graph::DECODE_BATCH_SIZES;
+use graph::{DecodeGraphs, Mode};
 use kernels::{AttnLaunch, Kernels, RopeShape, GEMV_MAX_ROWS};
 pub use step::CudaStep;
 
@@ -90,6 +97,20 @@ struct State {
     step: step::Staging,
     /// bf16 copy of a GEMM's input rows.
     scratch: Option<(CudaSlice<u16>, u64)>,
+    /// Pinned staging for weight uploads, made on the first upload.
+    uploader: Option<upload::Uploader>,
+    /// The decode attention kernel's split buffer.
+    attn_parts: Option<(CudaSlice<u8>, u64)>,
+    graphs: DecodeGraphs,
+    /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
+    /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
+    moves: u64,
+}
+
+impl State {
+    fn epoch(&self) -> u64 {
+        self.moves + self.arena.moves()
+    }
 }
 
 pub struct CudaBackend {
@@ -100,6 +121,10 @@ pub struct CudaBackend {
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
+    /// Whether decode steps may run as CUDA graphs (not while profiling or when
+    /// HEARTH_CUDA_GRAPHS=0), and whether the runtime turned them on.
+    graphs_allowed: bool,
+    graphs: std::sync::atomic::AtomicBool,
     /// Per-op (calls, seconds) when HEARTH_CUDA_PROFILE=1 (each op then synchronizes, so only
     /// the split is meaningful, not the total); printed to stderr when the backend is dropped.
     profile: Option<Mutex<HashMap<&'static str, (u64, f64)>>>,
@@ -158,7 +183,8 @@ impl CudaBackend {
         // SAFETY: the backend runs everything on one stream, in order, and frees device memory
         // stream-ordered; cudarc's per-buffer events would only add overhead to every launch.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream()?;
         let module = ctx.load_module(Ptx::from_binary(hearth_kernels::FATBIN.to_vec()))?;
         let kernels = Kernels::load(&module, stream.clone())?;
         let device_name = ctx.name()?;
@@ -167,15 +193,25 @@ impl CudaBackend {
             gemm: Gemm::new(stream.clone())?,
             step: step::Staging::default(),
             scratch: None,
+            attn_parts: None,
+            uploader: None,
+            graphs: DecodeGraphs::default(),
+            moves: 0,
         };
+        let profile = (std::env::var("HEARTH_CUDA_PROFILE").as_deref() == Ok("1"))
+            .then(|| Mutex::new(HashMap::new()));
+        // Profiling times each op on its own, which a graph would hide.
+        let graphs_allowed =
+            profile.is_none() && std::env::var("HEARTH_CUDA_GRAPHS").as_deref() != Ok("0");
         Ok(CudaBackend {
             ctx,
             stream,
             kernels,
             device_name,
             state: Mutex::new(state),
-            profile: (std::env::var("HEARTH_CUDA_PROFILE").as_deref() == Ok("1"))
-                .then(|| Mutex::new(HashMap::new())),
+            graphs_allowed,
+            graphs: std::sync::atomic::AtomicBool::new(false),
+            profile,
         })
     }
 
@@ -200,6 +236,29 @@ impl CudaBackend {
 
     pub fn synchronize(&self) -> Result<(), BackendError> {
         Ok(self.stream.synchronize()?)
+    }
+
+    /// Decode batch sizes with a captured graph (for the startup log).
+    pub fn captured_graphs(&self) -> Vec<usize> {
+        self.state().graphs.captured()
+    }
+
+    /// The size of a decode graph step this batch is, if graphs are on and it is one.
+    fn graph_size(&self, b: &ForwardBatch) -> Option<usize> {
+        let n = b.tokens.len();
+        let on = self.graphs.load(std::sync::atomic::Ordering::Relaxed);
+        (on && DECODE_BATCH_SIZES.contains(&n) && b.is_decode()).then_some(n)
+    }
+
+    /// Queues the current step's graph (ending its capture first) before its results are read.
+    fn flush_graph(&self) {
+        let mut st = self.state();
+        self.kernels
+            .skip
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let r = st.graphs.flush(&self.stream);
+        drop(st);
+        self.check("decode graph", r);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -245,14 +304,14 @@ impl CudaBackend {
                 if bytes.len() != rows * cols * 2 {
                     return Err(bad(bytes.len() / 2));
                 }
-                let data = self.stream.clone_htod(bytes)?;
-                let ptr = self.dptr(&data);
-                return Ok(CudaWeight::Matrix {
-                    data,
-                    ptr,
-                    rows,
-                    cols,
-                });
+                return self
+                    .upload_bytes(bytes)
+                    .map(|(data, ptr)| CudaWeight::Matrix {
+                        data,
+                        ptr,
+                        rows,
+                        cols,
+                    });
             }
             WeightData::F32(v) => v.iter().flat_map(|x| bf(*x)).collect(),
             WeightData::Ggml {
@@ -276,14 +335,27 @@ impl CudaBackend {
         if bytes.len() != rows * cols * 2 {
             return Err(bad(bytes.len() / 2));
         }
-        let data = self.stream.clone_htod(&bytes)?;
-        let ptr = self.dptr(&data);
+        let (data, ptr) = self.upload_bytes(&bytes)?;
         Ok(CudaWeight::Matrix {
             data,
             ptr,
             rows,
             cols,
         })
+    }
+
+    /// A device copy of `bytes`, through the pinned staging buffers.
+    fn upload_bytes(&self, bytes: &[u8]) -> Result<(CudaSlice<u8>, u64), BackendError> {
+        // SAFETY: every byte is written by the copy below before anything reads it.
+        let data = unsafe { self.stream.alloc::<u8>(bytes.len()) }?;
+        let ptr = self.dptr(&data);
+        let mut st = self.state();
+        if st.uploader.is_none() {
+            st.uploader = Some(upload::Uploader::new(&self.ctx)?);
+        }
+        let up = st.uploader.as_mut().expect("the uploader was just made");
+        up.copy(&self.stream, ptr, bytes)?;
+        Ok((data, ptr))
     }
 
     fn upload_vector(&self, w: &HostWeight) -> Result<CudaWeight, BackendError> {
@@ -304,6 +376,7 @@ impl CudaBackend {
     /// An activation buffer holding `values`, valid until the next step (tests and tools; the
     /// engine's buffers are written by ops).
     pub fn buf_from_host(&self, values: &[f32]) -> CudaBuf {
+        self.flush_graph();
         let b = self.alloc_buf(values.len());
         // SAFETY: b was just allocated for values.len() f32; the copy completes before the
         // synchronize returns.
@@ -318,6 +391,7 @@ impl CudaBackend {
 
     /// Greedy sampling on the device: the argmax of each row of `logits` (`vocab` wide).
     pub fn argmax(&self, logits: &CudaBuf, vocab: usize) -> Result<Vec<u32>, BackendError> {
+        self.flush_graph();
         let rows = logits.len / vocab;
         let mut ids = self.alloc_buf(rows);
         ids.len = rows;
@@ -401,6 +475,7 @@ impl Backend for CudaBackend {
         let k = self.stream.alloc_zeros::<u16>(n)?;
         let v = self.stream.alloc_zeros::<u16>(n)?;
         let (kp, vp) = (self.dptr(&k), self.dptr(&v));
+        self.state().moves += 1;
         Ok(CudaKvCache {
             spec,
             _k: k,
@@ -411,14 +486,39 @@ impl Backend for CudaBackend {
     }
 
     fn begin_step(&self, batch: &ForwardBatch) -> CudaStep {
+        // A step that never read its results back (a panic mid-forward) ends its graph here.
+        self.flush_graph();
         let mut st = self.state();
         self.check("arena reset", st.arena.reset());
         self.check(
             "bind context",
             self.ctx.bind_to_thread().map_err(Into::into),
         );
-        let r = st.step.stage(&self.stream, batch);
-        r.unwrap_or_else(|e| panic!("CUDA step metadata upload: {e}"))
+        let size = self.graph_size(batch);
+        let (step, moved) = st
+            .step
+            .stage(&self.stream, batch, size.is_some())
+            .unwrap_or_else(|e| panic!("CUDA step metadata upload: {e}"));
+        st.moves += u64::from(moved);
+        if let Some(n) = size {
+            let epoch = st.epoch();
+            let mode = st.graphs.begin(&self.stream, n, epoch);
+            let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
+            self.kernels.skip.store(
+                matches!(mode, Mode::Replay(_)),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        step
+    }
+
+    fn enable_decode_graphs(&self) -> &'static [usize] {
+        if !self.graphs_allowed {
+            return &[];
+        }
+        self.graphs
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        DECODE_BATCH_SIZES
     }
 
     fn buf(&self, len: usize) -> CudaBuf {
@@ -426,6 +526,7 @@ impl Backend for CudaBackend {
     }
 
     fn to_host(&self, x: &CudaBuf) -> Vec<f32> {
+        self.flush_graph();
         let t0 = self.prof_begin();
         let mut out = vec![0f32; x.len];
         let r = self.copy_to_host(x.ptr, &mut out);
@@ -583,14 +684,23 @@ impl Backend for CudaBackend {
             block_size: cache.spec.block_size,
             scale: shape.scale,
         };
-        let r = if Kernels::tiled_attention_supports(shape.head_dim) {
+        let d = shape.head_dim;
+        let r = self.attn_parts(shape).and_then(|parts| {
+            let tiled = Kernels::tc_attention_supports(d) || Kernels::tiled_attention_supports(d);
+            if !tiled {
+                return self
+                    .kernels
+                    .attention_decode(&a, step.all_rows, step.n_tokens, parts);
+            }
             self.kernels
-                .attention_rows(&a, step.short_rows, step.n_short_rows)
-                .and_then(|_| self.kernels.attention_tiles(&a, step.tiles, step.n_tiles))
-        } else {
-            self.kernels
-                .attention_rows(&a, step.all_rows, step.n_tokens)
-        };
+                .attention_decode(&a, step.short_rows, step.n_short_rows, parts)?;
+            if Kernels::tc_attention_supports(d) {
+                self.kernels
+                    .attention_tiles_tc(&a, step.tiles, step.n_tiles)
+            } else {
+                self.kernels.attention_tiles(&a, step.tiles, step.n_tiles)
+            }
+        });
         self.finish("attention", t0, r);
     }
 
@@ -631,9 +741,10 @@ impl CudaBackend {
         let need = m * k;
         if st.scratch.as_ref().is_none_or(|(s, _)| s.len() < need) {
             // SAFETY: the scratch is written by f32_to_bf16 before cuBLASLt reads it.
-            let s = unsafe { self.stream.alloc::<u16>(need) }?;
+            let s = unsafe { self.stream.alloc::<u16>(need.next_power_of_two()) }?;
             let p = self.dptr(&s);
             st.scratch = Some((s, p));
+            st.moves += 1;
         }
         let xs = st
             .scratch
@@ -641,6 +752,26 @@ impl CudaBackend {
             .map(|(_, p)| *p)
             .expect("scratch was just ensured");
         self.kernels.f32_to_bf16(x.ptr, xs, need)?;
+        if self.kernels.skipping() {
+            return Ok(());
+        }
         st.gemm.run(w, xs, out.ptr, (m, n, k))
+    }
+
+    /// The decode attention split buffer, grown (moving it) when a layout needs more.
+    fn attn_parts(&self, shape: AttnShape) -> Result<u64, BackendError> {
+        let need = Kernels::decode_parts_bytes(shape.n_heads, shape.head_dim);
+        let mut st = self.state();
+        if let Some((b, p)) = &st.attn_parts {
+            if b.len() >= need {
+                return Ok(*p);
+            }
+        }
+        // SAFETY: split partials are written by the split kernel before the merge reads them.
+        let b = unsafe { self.stream.alloc::<u8>(need) }?;
+        let p = self.dptr(&b);
+        st.attn_parts = Some((b, p));
+        st.moves += 1;
+        Ok(p)
     }
 }

@@ -2,7 +2,7 @@
 //! sequence, per-sequence (query_start, query_len, context_len, block-table offset), the block
 //! tables, the logits rows, and attention's work split (rows of short queries for the per-row
 //! kernel, 64-row tiles of prefill chunks for the tiled kernel), packed into one u32 buffer and
-//! uploaded with one copy. Also keeps
+//! uploaded with one copy (decode graph steps into a buffer of their own). Also keeps
 //! the rotary inverse frequencies on the device (uploaded once per distinct table).
 
 use std::sync::Arc;
@@ -45,6 +45,7 @@ pub struct CudaStep {
 pub struct Staging {
     host: Vec<u32>,
     device: Option<(CudaSlice<u32>, u64)>,
+    graph_device: Option<(CudaSlice<u32>, u64)>,
     ropes: Vec<(Vec<f32>, CudaSlice<f32>, u64)>,
 }
 
@@ -53,7 +54,8 @@ impl Staging {
         &mut self,
         stream: &Arc<CudaStream>,
         b: &ForwardBatch,
-    ) -> Result<CudaStep, BackendError> {
+        graph: bool,
+    ) -> Result<(CudaStep, bool), BackendError> {
         let h = &mut self.host;
         h.clear();
         let section = |h: &mut Vec<u32>, values: &mut dyn Iterator<Item = u32>| -> usize {
@@ -81,14 +83,6 @@ impl Staging {
         }
         let tok_seq_at = section(h, &mut tok_seq.into_iter());
         let info_at = section(h, &mut info.into_iter());
-        let tables_at = section(
-            h,
-            &mut b
-                .attn
-                .seqs
-                .iter()
-                .flat_map(|s| s.block_table.iter().copied()),
-        );
         let rows_at = section(h, &mut b.logits_rows.iter().map(|&r| r as u32));
         let all_at = section(h, &mut (0..n as u32));
         let long = |s: &&crate::ops::SeqAttn| s.query_len >= TILED_MIN_QUERIES;
@@ -115,15 +109,33 @@ impl Staging {
             .collect();
         let n_tiles = tiles.len() / 2;
         let tiles_at = section(h, &mut tiles.into_iter());
+        // Last, so every other section's offset depends only on the row and sequence counts
+        // (what a decode graph's captured addresses need).
+        let tables_at = section(
+            h,
+            &mut b
+                .attn
+                .seqs
+                .iter()
+                .flat_map(|s| s.block_table.iter().copied()),
+        );
 
-        if self.device.as_ref().is_none_or(|(d, _)| d.len() < h.len()) {
+        // Graph steps stage into their own buffer, which only grows (and then moves, which the
+        // caller learns from `moved`) when block tables outgrow it.
+        let (target, min) = if graph {
+            (&mut self.graph_device, 1 << 20)
+        } else {
+            (&mut self.device, 4096)
+        };
+        let mut moved = false;
+        if target.as_ref().is_none_or(|(d, _)| d.len() < h.len()) {
             // SAFETY: the buffer is fully written by the copy below before any kernel reads it.
-            let d = unsafe { stream.alloc::<u32>(h.len().next_power_of_two().max(4096)) }?;
+            let d = unsafe { stream.alloc::<u32>((2 * h.len()).next_power_of_two().max(min)) }?;
             let p = d.device_ptr(stream).0;
-            self.device = Some((d, p));
+            *target = Some((d, p));
+            moved = true;
         }
-        let base = self
-            .device
+        let base = target
             .as_ref()
             .map(|(_, p)| *p)
             .expect("device staging was just ensured");
@@ -131,7 +143,7 @@ impl Staging {
         // is reused) and pageable copies are staged before the call returns.
         unsafe { cudarc::driver::result::memcpy_htod_async(base, h, stream.cu_stream()) }?;
         let at = |i: usize| base + 4 * i as u64;
-        Ok(CudaStep {
+        let step = CudaStep {
             n_tokens: n,
             n_logits: b.logits_rows.len(),
             tokens: at(tokens),
@@ -146,7 +158,8 @@ impl Staging {
             n_short_rows: n_short,
             tiles: at(tiles_at),
             n_tiles,
-        })
+        };
+        Ok((step, moved))
     }
 
     /// The device copy of a rotary inverse-frequency table, uploaded on first use.

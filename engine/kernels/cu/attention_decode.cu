@@ -1,0 +1,180 @@
+// Paged attention for decode rows and short prefill chunks: one block per (query row, group of
+// HB query heads sharing one KV head, split of the row's keys). Each key is read once per block
+// and used for all HB heads (GQA), and long contexts are cut into up to DEC_MAX_SPLITS splits so
+// a few rows still fill the GPU; a second kernel merges the splits' partial softmaxes.
+//
+// The split count depends only on the row's own number of visible keys (never on the batch), and
+// every reduction runs in a fixed order, so a row's numerics do not depend on what else is in the
+// step. A padded row (context_len 0: no visible key) gets zeros.
+//
+// Layout: lanes_per_key (LPK) lanes hold one key, 8 dimensions each (one 16-byte load of K and
+// one of V); a warp holds 32 / LPK keys at once. head_dim % 8 == 0 and head_dim <= 8 * LPK.
+#include <math.h>
+#include "common.cuh"
+
+#define DEC_WARPS 8
+#define DEC_MAX_SPLITS 32
+#define DEC_SPLIT_MIN 64  // keys per split at least
+
+// Splits for a row that sees `keys` keys: a function of `keys` alone.
+__device__ __forceinline__ int dec_splits(int keys) {
+    return max(1, min(DEC_MAX_SPLITS, (keys + DEC_SPLIT_MIN - 1) / DEC_SPLIT_MIN));
+}
+
+// Visible keys of token row t (0 for a padded row).
+__device__ __forceinline__ int dec_keys(int t, const uint32_t* info) {
+    const int q_start = info[0], q_len = info[1], ctx_len = info[2];
+    return max(0, ctx_len - q_len + (t - q_start) + 1);
+}
+
+// Grid: (rows, n_heads / HB, DEC_MAX_SPLITS), DEC_WARPS * 32 threads. rows[i] is the token
+// index of launch row i. part_ml[(i * n_heads + h) * DEC_MAX_SPLITS + s] holds (max, sum) and
+// part_acc[((i * n_heads + h) * DEC_MAX_SPLITS + s) * head_dim + d] the unnormalised output of
+// split s when the row has more than one split; a one-split row writes `out` directly.
+template <int LPK, int HB>
+__device__ __forceinline__ void attn_decode_body(
+    const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,
+    float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
+    const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
+    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
+    int n_kv_heads, int head_dim, int block_size, float scale) {
+    constexpr int KPW = 32 / LPK;          // keys per warp at once
+    constexpr int G = DEC_WARPS * KPW;     // key groups per block
+    constexpr int W = LPK * 8;             // dimensions a key group covers
+    __shared__ float sm_m[HB][G], sm_l[HB][G];
+    __shared__ float sm_acc[HB][G * W];
+
+    const int i = blockIdx.x, t = rows[i];
+    const int h0 = blockIdx.y * HB, split = blockIdx.z;
+    const uint32_t* info = seq_info + 4 * tok_seq[t];
+    const int keys = dec_keys(t, info);
+    const int n_split = dec_splits(keys);
+    if (split >= n_split) return;
+    const int per = (keys + n_split - 1) / n_split;
+    const int k_begin = split * per, k_end = min(keys, k_begin + per);
+    const uint32_t* table = block_tables + info[3];
+    const int kvh = h0 / (n_heads / n_kv_heads);
+    const int kv_dim = n_kv_heads * head_dim;
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int kig = lane / LPK, kl = lane % LPK, g = warp * KPW + kig;
+    const int d0 = kl * 8;
+    const bool dims = d0 < head_dim;
+
+    float qr[HB][8], acc[HB][8], m[HB], l[HB];
+#pragma unroll
+    for (int hb = 0; hb < HB; hb++) {
+        const float* qh = q + ((size_t)t * n_heads + h0 + hb) * head_dim + d0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            qr[hb][e] = dims ? qh[e] * scale : 0.f;
+            acc[hb][e] = 0.f;
+        }
+        m[hb] = -INFINITY;
+        l[hb] = 0.f;
+    }
+    // Every lane of a warp runs the same iterations (keys past the split are skipped, not
+    // looped over), so the full-warp shuffles below stay converged.
+    for (int jb = k_begin + warp * KPW; jb < k_end; jb += DEC_WARPS * KPW) {
+        const int j = jb + kig;
+        const bool valid = j < k_end;
+        float kf[8], vf[8];
+        if (valid && dims) {
+            const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
+            const size_t off = slot * kv_dim + kvh * head_dim + d0;
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(kc + off)), kf);
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(vc + off)), vf);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) kf[e] = vf[e] = 0.f;
+        }
+#pragma unroll
+        for (int hb = 0; hb < HB; hb++) {
+            float dot = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) dot += qr[hb][e] * kf[e];
+#pragma unroll
+            for (int o = LPK / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+            if (valid) {
+                const float m_new = fmaxf(m[hb], dot);
+                const float corr = __expf(m[hb] - m_new), p = __expf(dot - m_new);
+                l[hb] = l[hb] * corr + p;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[hb][e] = acc[hb][e] * corr + p * vf[e];
+                m[hb] = m_new;
+            }
+        }
+    }
+#pragma unroll
+    for (int hb = 0; hb < HB; hb++) {
+        if (kl == 0) {
+            sm_m[hb][g] = m[hb];
+            sm_l[hb][g] = l[hb];
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) sm_acc[hb][g * W + d0 + e] = acc[hb][e];
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < HB * head_dim; x += blockDim.x) {
+        const int hb = x / head_dim, d = x % head_dim, h = h0 + hb;
+        float M = -INFINITY;
+        for (int k = 0; k < G; k++) M = fmaxf(M, sm_m[hb][k]);
+        float L = 0.f, o = 0.f;
+        for (int k = 0; k < G; k++) {
+            if (sm_l[hb][k] > 0.f) {
+                const float c = __expf(sm_m[hb][k] - M);
+                L += sm_l[hb][k] * c;
+                o += sm_acc[hb][k * W + d] * c;
+            }
+        }
+        const size_t ph = (size_t)i * n_heads + h;
+        if (n_split == 1) {
+            out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+        } else {
+            part_acc[(ph * DEC_MAX_SPLITS + split) * head_dim + d] = o;
+            if (d == 0) part_ml[ph * DEC_MAX_SPLITS + split] = make_float2(M, L);
+        }
+    }
+}
+
+#define ATTN_DECODE(LPK, HB)                                                                      \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_##LPK##_##HB(        \
+        const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,    \
+        float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
+        const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
+        const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
+        int n_heads, int n_kv_heads, int head_dim, int block_size, float scale) {                 \
+        attn_decode_body<LPK, HB>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,     \
+                                  block_tables, n_heads, n_kv_heads, head_dim, block_size,        \
+                                  scale);                                                         \
+    }
+#define ATTN_DECODE_HB(LPK) ATTN_DECODE(LPK, 1) ATTN_DECODE(LPK, 2) ATTN_DECODE(LPK, 4)
+ATTN_DECODE_HB(8)
+ATTN_DECODE_HB(16)
+ATTN_DECODE_HB(32)
+
+// Merges the splits of rows with more than one (in split order). Grid: (rows, n_heads).
+extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
+                                             const float* __restrict__ part_acc,
+                                             float* __restrict__ out,
+                                             const uint32_t* __restrict__ rows,
+                                             const uint32_t* __restrict__ tok_seq,
+                                             const uint32_t* __restrict__ seq_info, int n_heads,
+                                             int head_dim) {
+    const int i = blockIdx.x, h = blockIdx.y, t = rows[i];
+    const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]));
+    if (n_split == 1) return;
+    const size_t ph = ((size_t)i * n_heads + h) * DEC_MAX_SPLITS;
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, part_ml[ph + s].x);
+    float L = 0.f;
+    for (int s = 0; s < n_split; s++)
+        if (part_ml[ph + s].y > 0.f) L += part_ml[ph + s].y * __expf(part_ml[ph + s].x - M);
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < n_split; s++)
+            if (part_ml[ph + s].y > 0.f)
+                o += part_acc[(ph + s) * head_dim + d] * __expf(part_ml[ph + s].x - M);
+        out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+    }
+}

@@ -1,0 +1,242 @@
+// Causal paged attention for prefill chunks on the tensor cores (flash-attention 2 style):
+// one block per (64-row query tile, head), four warps of 16 query rows each. Q is held in
+// registers as bf16 mma fragments (scaled by softmax_scale * log2(e), so the softmax uses
+// exp2); K and V tiles of 64 keys are copied from the paged cache into shared memory with
+// cp.async, V's copy overlapping S = Q K^T and the next K's copy overlapping O += P V.
+// S and O accumulate in f32 (mma.sync m16n8k16, bf16 inputs); P is rounded to bf16 for P V.
+//
+// tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. head_dim is HD (64 or 128).
+// Grid: (tiles, n_heads), 128 threads.
+#include <math.h>
+#include "common.cuh"
+
+#define TC_BQ 64
+#define TC_BK 64
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// D = A (16x16, row) * B (16x8, col) + D, bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n"); }
+
+// Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into a shared tile
+// (row stride HD + 8). Keys past max_key repeat max_key's row: they are masked out of S, and
+// a finite row times p = 0 adds nothing.
+template <int HD>
+__device__ __forceinline__ void load_tile(bf16 (*dst)[HD + 8], const bf16* __restrict__ cache,
+                                          const uint32_t* __restrict__ table, int k0, int max_key,
+                                          int block_size, int kv_dim, int kvh) {
+    constexpr int VECS = HD / 8;
+    for (int x = threadIdx.x; x < TC_BK * VECS; x += blockDim.x) {
+        const int j = x / VECS, c = x % VECS;
+        const int key = min(k0 + j, max_key);
+        const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+        cp_async16(&dst[j][c * 8], cache + slot * kv_dim + kvh * HD + c * 8);
+    }
+}
+
+template <int HD>
+__device__ __forceinline__ void attn_prefill_tc_body(
+    const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,
+    float* __restrict__ out, const uint32_t* __restrict__ tiles,
+    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
+    int n_kv_heads, int block_size, float scale) {
+    constexpr int KC = HD / 16;  // k-chunks of Q K^T
+    constexpr int NT = HD / 8;   // n-tiles of O
+    __shared__ __align__(16) bf16 Ks[TC_BK][HD + 8];
+    __shared__ __align__(16) bf16 Vs[TC_BK][HD + 8];
+
+    const int h = blockIdx.y;
+    const uint32_t* info = seq_info + 4 * tiles[2 * blockIdx.x];
+    const int row0 = tiles[2 * blockIdx.x + 1];
+    const int q_start = info[0], q_len = info[1], ctx_len = info[2];
+    const uint32_t* table = block_tables + info[3];
+    const int tile_rows = min(TC_BQ, q_start + q_len - row0);
+    const int base_pos = ctx_len - q_len - q_start;  // position of token row t is base_pos + t
+    const int max_pos = base_pos + row0 + tile_rows - 1;
+    const int kvh = h / (n_heads / n_kv_heads);
+    const int kv_dim = n_kv_heads * HD;
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, tig = lane & 3;
+    // This thread's two query rows (g and g + 8 of the warp's 16), as tile-relative indices.
+    const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
+    const int pos_lo = base_pos + row0 + r_lo, pos_hi = pos_lo + 8;
+
+    load_tile<HD>(Ks, kc, table, 0, max_pos, block_size, kv_dim, kvh);
+    cp_async_commit();
+
+    // Q fragments: a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi.
+    uint32_t qa[KC][4];
+    {
+        const float qs = scale * 1.4426950408889634f;
+        const bool lo_ok = r_lo < tile_rows, hi_ok = r_hi < tile_rows;
+        const float* q_lo = q + ((size_t)(row0 + (lo_ok ? r_lo : 0)) * n_heads + h) * HD;
+        const float* q_hi = q + ((size_t)(row0 + (hi_ok ? r_hi : 0)) * n_heads + h) * HD;
+#pragma unroll
+        for (int c = 0; c < KC; c++) {
+            const int d = 16 * c + 2 * tig;
+            const float2 a0 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d) : make_float2(0, 0);
+            const float2 a1 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d) : make_float2(0, 0);
+            const float2 a2 =
+                lo_ok ? *reinterpret_cast<const float2*>(q_lo + d + 8) : make_float2(0, 0);
+            const float2 a3 =
+                hi_ok ? *reinterpret_cast<const float2*>(q_hi + d + 8) : make_float2(0, 0);
+            qa[c][0] = pack_bf16(a0.x * qs, a0.y * qs);
+            qa[c][1] = pack_bf16(a1.x * qs, a1.y * qs);
+            qa[c][2] = pack_bf16(a2.x * qs, a2.y * qs);
+            qa[c][3] = pack_bf16(a3.x * qs, a3.y * qs);
+        }
+    }
+
+    float o[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+
+    for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
+        cp_async_wait_all();  // K(k0)
+        __syncthreads();      // K(k0) visible to all; every warp is done with V(k0 - 64)
+        load_tile<HD>(Vs, vc, table, k0, max_pos, block_size, kv_dim, kvh);
+        cp_async_commit();
+
+        // S = Q K^T for 64 keys: 8 n-tiles of 8 keys.
+        float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int c = 0; c < KC; c += 2) {
+                // Matrices: (keys 8j.., dims 16c), (.., 16c + 8), (.., 16c + 16), (.., 16c + 24).
+                uint32_t b[4];
+                ldmatrix_x4(b, &Ks[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
+                mma_bf16(s[j], qa[c], b[0], b[1]);
+                mma_bf16(s[j], qa[c + 1], b[2], b[3]);
+            }
+        }
+        // Causal mask and online softmax (base 2). Rows g / g + 8 live in the 4 lanes of a quad.
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int key = k0 + 8 * j + 2 * tig;
+            if (key > pos_lo) s[j][0] = -INFINITY;
+            if (key + 1 > pos_lo) s[j][1] = -INFINITY;
+            if (key > pos_hi) s[j][2] = -INFINITY;
+            if (key + 1 > pos_hi) s[j][3] = -INFINITY;
+            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
+        }
+#pragma unroll
+        for (int x = 1; x < 4; x <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
+        }
+        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+        // A row with nothing visible yet (a padded row of the tile) keeps m = -inf: use 0.
+        const float mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
+        const float mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
+        const float c_lo = exp2f(m_lo - mu_lo), c_hi = exp2f(m_hi - mu_hi);
+        m_lo = mn_lo;
+        m_hi = mn_hi;
+        l_lo *= c_lo;
+        l_hi *= c_hi;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= c_lo;
+            o[n][1] *= c_lo;
+            o[n][2] *= c_hi;
+            o[n][3] *= c_hi;
+        }
+        // P as A fragments: k-chunk kk covers keys 16kk .. 16kk + 15 = n-tiles 2kk, 2kk + 1.
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p0 = exp2f(s[j][0] - mu_lo), p1 = exp2f(s[j][1] - mu_lo);
+            const float p2 = exp2f(s[j][2] - mu_hi), p3 = exp2f(s[j][3] - mu_hi);
+            l_lo += p0 + p1;
+            l_hi += p2 + p3;
+            pa[j >> 1][(j & 1) * 2] = pack_bf16(p0, p1);
+            pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p2, p3);
+        }
+
+        cp_async_wait_all();  // V(k0)
+        __syncthreads();      // V(k0) visible; every warp is done with K(k0)
+        if (k0 + TC_BK <= max_pos) {
+            load_tile<HD>(Ks, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
+            cp_async_commit();
+        }
+        // O += P V: for each key chunk kk, dims in pairs of n-tiles.
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+                // Matrices: (keys 16kk.., dims 8n), (keys 16kk + 8.., 8n), (16kk.., 8n + 8),
+                // (16kk + 8.., 8n + 8), transposed into B fragments.
+                uint32_t b[4];
+                ldmatrix_x4_trans(
+                    b, &Vs[16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
+                mma_bf16(o[n], pa[kk], b[0], b[1]);
+                mma_bf16(o[n + 1], pa[kk], b[2], b[3]);
+            }
+        }
+    }
+    // Row sums over the quad, then write the tile's rows.
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
+        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
+    }
+    const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int d = 8 * n + 2 * tig;
+        if (r_lo < tile_rows)
+            *reinterpret_cast<float2*>(out + ((size_t)(row0 + r_lo) * n_heads + h) * HD + d) =
+                make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
+        if (r_hi < tile_rows)
+            *reinterpret_cast<float2*>(out + ((size_t)(row0 + r_hi) * n_heads + h) * HD + d) =
+                make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    }
+}
+
+#define ATTN_PREFILL_TC(HD)                                                                       \
+    extern "C" __global__ void __launch_bounds__(128) attn_prefill_tc_##HD(                       \
+        const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,    \
+        float* __restrict__ out, const uint32_t* __restrict__ tiles,                              \
+        const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
+        int n_heads, int n_kv_heads, int block_size, float scale) {                               \
+        attn_prefill_tc_body<HD>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,          \
+                                 n_kv_heads, block_size, scale);                                  \
+    }
+ATTN_PREFILL_TC(64)
+ATTN_PREFILL_TC(128)
