@@ -17,6 +17,6 @@ pub use dtype::{DType, GgmlType};
 pub use error::BackendError;
 pub use ops::{
     argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling,
-    RopeSpec, SeqAttn,
+    RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
 pub use weight::{HostBytes, HostWeight, WeightData};

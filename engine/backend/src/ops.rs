@@ -181,6 +181,17 @@ pub struct AttnShape {
     pub scale: f32,
 }
 
+/// What `rope_write_kv` needs besides the tensors: one layer's q/k norms and head layout.
+pub struct RopeWrite<'a, W> {
+    /// Per-head RMS norm weights of q and k (Qwen3), applied before the rotation.
+    pub qk_norm: Option<[&'a W; 2]>,
+    pub eps: f32,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub rope: &'a RopeSpec,
+    pub layer: usize,
+}
+
 /// Index of the largest value (the lowest index on ties, like torch.argmax): greedy sampling.
 pub fn argmax(values: &[f32]) -> u32 {
     let mut best = 0;
@@ -240,6 +251,54 @@ pub trait Backend: Send + Sync {
         bias: Option<&Self::Weight>,
         out: &mut Self::Buf,
     );
+    /// The Q, K and V projections of one layer: `linear` for each of `ws` on the same `x`
+    /// (a GPU backend reads x once and launches once).
+    fn linear_qkv(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        ws: [&Self::Weight; 3],
+        biases: Option<[&Self::Weight; 3]>,
+        outs: [&mut Self::Buf; 3],
+    ) {
+        for (i, out) in outs.into_iter().enumerate() {
+            self.linear(x, prefill, ws[i], biases.map(|b| b[i]), out);
+        }
+    }
+    /// out = silu(x W_gate^T) * (x W_up^T): a SwiGLU MLP's first half.
+    fn linear_swiglu(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        gate: &Self::Weight,
+        up: &Self::Weight,
+        out: &mut Self::Buf,
+    ) {
+        let (mut g, mut u) = (self.buf(0), self.buf(0));
+        self.linear(x, prefill, gate, None, &mut g);
+        self.linear(x, prefill, up, None, &mut u);
+        self.silu_mul(&g, &u, out);
+    }
+    /// Between a layer's projections and its attention: the optional q/k norms, rotary
+    /// embedding of q and k in place, then k and v into the cache.
+    fn rope_write_kv(
+        &self,
+        (q, k, v): (&mut Self::Buf, &mut Self::Buf, &Self::Buf),
+        p: &RopeWrite<'_, Self::Weight>,
+        cache: &mut Self::KvCache,
+        step: &Self::Step,
+    ) {
+        if let Some([qn, kn]) = p.qk_norm {
+            let mut normed = self.buf(0);
+            self.rms_norm(q, qn, p.eps, &mut normed);
+            std::mem::swap(q, &mut normed);
+            self.rms_norm(k, kn, p.eps, &mut normed);
+            std::mem::swap(k, &mut normed);
+        }
+        self.rope(q, step, p.n_heads, p.rope);
+        self.rope(k, step, p.n_kv_heads, p.rope);
+        self.write_kv(cache, p.layer, k, v, step);
+    }
     /// RMS norm of each `w.len()`-long chunk of `x`.
     fn rms_norm(&self, x: &Self::Buf, w: &Self::Weight, eps: f32, out: &mut Self::Buf);
     /// residual += x; out = rms_norm(residual).

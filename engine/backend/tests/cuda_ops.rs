@@ -10,7 +10,7 @@
 
 use hearth_backend::{
     AttnMetadata, AttnShape, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight,
-    KvCacheSpec, RopeSpec, SeqAttn,
+    KvCacheSpec, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
 
 fn gpu() -> Option<CudaBackend> {
@@ -132,6 +132,172 @@ fn linear_gemv_and_gemm_match_cpu() {
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear m={m} n={n} k={k} bias={bias}: max rel diff {d:.2e}");
         assert!(d < 1e-3, "linear m={m} n={n} k={k}: {d}");
+    }
+}
+
+/// The fused QKV and SwiGLU GEMVs (and their multi-launch fallbacks past the GEMV rows)
+/// against the CPU's separate linears.
+#[test]
+fn fused_qkv_and_swiglu_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (m, nq, nkv, k, bias) in [
+        (1, 4096, 1024, 128, false),
+        (3, 256, 64, 96, true),
+        (8, 96, 32, 64, false),
+        (12, 128, 64, 64, true),
+    ] {
+        let (qc, qg) = p.w("q", vec![nq, k], &rand(nq * k, 30));
+        let (kc, kg) = p.w("k", vec![nkv, k], &rand(nkv * k, 31));
+        let (vc, vg) = p.w("v", vec![nkv, k], &rand(nkv * k, 32));
+        let (bq, bqg) = p.w("bq", vec![nq], &rand(nq, 33));
+        let (bk, bkg) = p.w("bk", vec![nkv], &rand(nkv, 34));
+        let (bv, bvg) = p.w("bv", vec![nkv], &rand(nkv, 35));
+        let x = rand(m * k, 36);
+        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let kinds = vec![false; m];
+        let (mut oc, mut okc, mut ovc) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
+        cpu.linear_qkv(
+            &xc,
+            &kinds,
+            [&qc, &kc, &vc],
+            bias.then_some([&bq, &bk, &bv]),
+            [&mut oc, &mut okc, &mut ovc],
+        );
+        gpu.begin_step(&batch(m));
+        let xg = upload(&gpu, &x);
+        let (mut og, mut okg, mut ovg) = (gpu.buf(0), gpu.buf(0), gpu.buf(0));
+        gpu.linear_qkv(
+            &xg,
+            &kinds,
+            [&qg, &kg, &vg],
+            bias.then_some([&bqg, &bkg, &bvg]),
+            [&mut og, &mut okg, &mut ovg],
+        );
+        for (name, g, c) in [("q", &og, &oc), ("k", &okg, &okc), ("v", &ovg, &ovc)] {
+            let d = max_rel(&gpu.to_host(g), c);
+            println!("linear_qkv m={m} {name}: max rel diff {d:.2e}");
+            assert!(d < 1e-3, "linear_qkv m={m} {name}: {d}");
+        }
+
+        let (gc, gg) = p.w("gate", vec![nq, k], &rand(nq * k, 37));
+        let (uc, ug) = p.w("up", vec![nq, k], &rand(nq * k, 38));
+        cpu.linear_swiglu(&xc, &kinds, &gc, &uc, &mut oc);
+        gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
+        assert!(d < 1e-3, "linear_swiglu m={m}: {d}");
+    }
+}
+
+/// The fused q/k norm + rotary + cache write against the CPU's separate ops, with and without
+/// q/k norms, NeoX and interleaved, partial rotary, and a padding row that must write nothing.
+#[test]
+fn rope_write_kv_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    let (rows, n_heads, n_kv, hd, bs) = (4, 4, 2, 64, 4);
+    let spec = KvCacheSpec {
+        num_layers: 2,
+        num_blocks: 4,
+        block_size: bs,
+        num_kv_heads: n_kv,
+        head_dim: hd,
+    };
+    let mut b = batch(rows);
+    b.attn.slot_mapping = vec![4, 5, NO_SLOT, 8];
+    let (qn, qng) = p.w("qn", vec![hd], &rand(hd, 40));
+    let (kn, kng) = p.w("kn", vec![hd], &rand(hd, 41));
+    for (norm, neox, rotary) in [(true, true, 64), (false, false, 64), (true, true, 32)] {
+        let rope = RopeSpec::new(10000.0, hd, rotary, neox, None);
+        fn rw<'a, W>(qk_norm: Option<[&'a W; 2]>, rope: &'a RopeSpec) -> RopeWrite<'a, W> {
+            RopeWrite {
+                qk_norm,
+                eps: 1e-6,
+                n_heads: 4,
+                n_kv_heads: 2,
+                rope,
+                layer: 1,
+            }
+        }
+        let (q, k, v) = (
+            rand(rows * n_heads * hd, 42),
+            rand(rows * n_kv * hd, 43),
+            bf(&rand(rows * n_kv * hd, 44)),
+        );
+        let (mut cc, mut cg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
+        let (mut qc, mut kc) = (q.clone(), k.clone());
+        // The CPU has no padding rows: its copy of row 2 goes to a slot nothing reads.
+        let mut bc = b.clone();
+        bc.attn.slot_mapping[2] = 15;
+        let scc = cpu.begin_step(&bc);
+        cpu.rope_write_kv(
+            (&mut qc, &mut kc, &v),
+            &rw(norm.then_some([&qn, &kn]), &rope),
+            &mut cc,
+            &scc,
+        );
+        let sg = gpu.begin_step(&b);
+        let (mut qg, mut kg, vg) = (upload(&gpu, &q), upload(&gpu, &k), upload(&gpu, &v));
+        gpu.rope_write_kv(
+            (&mut qg, &mut kg, &vg),
+            &rw(norm.then_some([&qng, &kng]), &rope),
+            &mut cg,
+            &sg,
+        );
+        let (dq, dk) = (
+            max_rel(&gpu.to_host(&qg), &qc),
+            max_rel(&gpu.to_host(&kg), &kc),
+        );
+        println!("rope_write_kv norm={norm} neox={neox} rotary={rotary}: q {dq:.2e} k {dk:.2e}");
+        assert!(dq < 1e-5 && dk < 1e-5, "rope_write_kv q {dq} k {dk}");
+        // The cache, read back through attention: keys 0 and 1 of block 1 (rows 0 and 1),
+        // key 0 of block 2 (row 3), key 0 of block 3 (never written: the padding row's).
+        let seq = |i: usize, ctx: usize, block: u32| SeqAttn {
+            query_start: i,
+            query_len: 1,
+            context_len: ctx,
+            block_table: vec![block],
+        };
+        let probe = ForwardBatch {
+            tokens: vec![0; 3],
+            positions: vec![1, 0, 0],
+            attn: AttnMetadata {
+                seqs: vec![seq(0, 2, 1), seq(1, 1, 2), seq(2, 1, 3)],
+                prefill: vec![false; 3],
+                slot_mapping: vec![5, 8, 12],
+            },
+            logits_rows: vec![0, 1, 2],
+        };
+        let shape = AttnShape {
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 0.125,
+        };
+        let pq = rand(3 * n_heads * hd, 45);
+        let sc = cpu.begin_step(&probe);
+        let mut ac = cpu.buf(0);
+        cpu.attention(&cc, 1, &pq, shape, &sc, &mut ac);
+        let sg = gpu.begin_step(&probe);
+        let mut ag = gpu.buf(0);
+        gpu.attention(&cg, 1, &upload(&gpu, &pq), shape, &sg, &mut ag);
+        let got = gpu.to_host(&ag);
+        let d = max_rel(&got, &ac);
+        assert!(d < 1e-3, "rope_write_kv cache contents: {d}");
+        assert!(
+            got[2 * n_heads * hd..].iter().all(|x| *x == 0.0),
+            "the padding row wrote into the cache"
+        );
+        assert!(ac[..n_heads * hd].iter().any(|x| *x != 0.0));
     }
 }
 

@@ -23,6 +23,60 @@ extern "C" __global__ void write_kv(const float* __restrict__ k, const float* __
     }
 }
 
+// What a layer does between its QKV projections and attention, in one launch: the optional
+// per-head RMS norm of q and k (Qwen3's q_norm / k_norm), rotary embedding of both in place,
+// then k and v into the cache at the rows' slots. One block per (row, head of q then of k);
+// head_dim <= 256. Same arithmetic as rms_norm, rope and write_kv.
+// Grid: (rows, n_heads + n_kv_heads), 128 threads.
+extern "C" __global__ void rope_write_kv(float* __restrict__ q, float* __restrict__ k,
+                                         const float* __restrict__ v,
+                                         const float* __restrict__ q_norm,
+                                         const float* __restrict__ k_norm, float eps,
+                                         const uint32_t* __restrict__ pos,
+                                         const float* __restrict__ inv_freq,
+                                         const uint32_t* __restrict__ slots, bf16* __restrict__ kc,
+                                         bf16* __restrict__ vc, int n_heads, int n_kv_heads,
+                                         int head_dim, int rotary_dim, int neox) {
+    __shared__ float sh[256];
+    const int row = blockIdx.x, hh = blockIdx.y;
+    const bool is_q = hh < n_heads;
+    const int h = is_q ? hh : hh - n_heads;
+    float* x = is_q ? q + ((size_t)row * n_heads + h) * head_dim
+                    : k + ((size_t)row * n_kv_heads + h) * head_dim;
+    const float* w = is_q ? q_norm : k_norm;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+        sh[i] = x[i];
+        ss += sh[i] * sh[i];
+    }
+    if (w) {
+        const float inv = 1.f / sqrtf(block_sum(ss) / head_dim + eps);
+        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) sh[i] = sh[i] * inv * w[i];
+    }
+    __syncthreads();
+    const int half = rotary_dim / 2;
+    const float p = (float)pos[row];
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+        float s, c;
+        sincosf(p * inv_freq[j], &s, &c);
+        const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+        const float x0 = sh[a], x1 = sh[b];
+        sh[a] = x0 * c - x1 * s;
+        sh[b] = x1 * c + x0 * s;
+    }
+    __syncthreads();
+    const uint32_t slot = slots[row];
+    const size_t kv_dim = (size_t)n_kv_heads * head_dim;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+        x[i] = sh[i];
+        if (!is_q && slot != NO_SLOT) {
+            const size_t at = (size_t)slot * kv_dim + (size_t)h * head_dim + i;
+            kc[at] = __float2bfloat16(sh[i]);
+            vc[at] = __float2bfloat16(v[row * kv_dim + (size_t)h * head_dim + i]);
+        }
+    }
+}
+
 #define FA_BQ 64   // query rows per block
 #define FA_BK 64   // keys per shared-memory tile
 #define FA_CHUNK 16  // keys per online-softmax update

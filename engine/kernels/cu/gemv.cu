@@ -1,43 +1,52 @@
 // Skinny matmul for decode: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for M <= 8 rows. Each
 // warp takes R consecutive output features and streams their bf16 weight rows once in 16-byte
-// loads, reusing each x load for all R rows (R = 4 for wide outputs, fewer for narrow ones so
-// the grid still fills the GPU). Each output's sum is reduced in the same order whatever M and R
-// are, so a sequence's numerics do not depend on its batch.
+// loads, GEMV_UNROLL loads per row in flight per lane, reusing each x load for all R rows (R = 4
+// for wide outputs, fewer for narrow ones so the grid still fills the GPU). Each output's sum is
+// reduced in the same order whatever M, R and the kernel variant are, so a sequence's numerics do
+// not depend on its batch.
+//
+// Variants: one matrix (gemv_bf16_M_R); up to three matrices sharing x in one launch (the Q, K
+// and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
+// read by one warp, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
 #include "common.cuh"
 
+#define GEMV_UNROLL 4
+
+// acc[m][r] = x[m, :] . w[r][:] over K, reduced over the warp (every lane gets the sums).
 template <int M, int R>
-__device__ __forceinline__ void gemv_body(const bf16* __restrict__ W, const float* __restrict__ x,
-                                          const float* __restrict__ bias, float* __restrict__ y,
-                                          int N, int K) {
+__device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
+                                          int K, float (&acc)[M][R]) {
     const int lane = threadIdx.x & 31;
-    const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-    if (n0 >= N) return;
-    float acc[M][R];
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int r = 0; r < R; r++) acc[m][r] = 0.f;
     if ((K & 7) == 0) {
         const int k8n = K >> 3;
-        const uint4* w4[R];
+        for (int kb = lane; kb < k8n; kb += 32 * GEMV_UNROLL) {
+            uint4 wv[GEMV_UNROLL][R];
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            w4[r] = reinterpret_cast<const uint4*>(W + (size_t)min(n0 + r, N - 1) * K);
-#pragma unroll 2
-        for (int k8 = lane; k8 < k8n; k8 += 32) {
-            uint4 wv[R];
+            for (int u = 0; u < GEMV_UNROLL; u++)
 #pragma unroll
-            for (int r = 0; r < R; r++) wv[r] = __ldg(w4[r] + k8);
+                for (int r = 0; r < R; r++)
+                    wv[u][r] = kb + 32 * u < k8n
+                                   ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
+                                   : make_uint4(0, 0, 0, 0);
 #pragma unroll
-            for (int m = 0; m < M; m++) {
-                const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K) + 2 * k8;
-                const float4 a = __ldg(xp), b = __ldg(xp + 1);
+            for (int u = 0; u < GEMV_UNROLL; u++) {
+                const int k8 = kb + 32 * u;
+                if (k8 >= k8n) break;
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    float wf[8];
-                    bf16x8_to_f32(wv[r], wf);
-                    acc[m][r] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w +
-                                 wf[4] * b.x + wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+                for (int m = 0; m < M; m++) {
+                    const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K) + 2 * k8;
+                    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float wf[8];
+                        bf16x8_to_f32(wv[u][r], wf);
+                        acc[m][r] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w +
+                                     wf[4] * b.x + wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+                    }
                 }
             }
         }
@@ -45,7 +54,7 @@ __device__ __forceinline__ void gemv_body(const bf16* __restrict__ W, const floa
         for (int k = lane; k < K; k += 32) {
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const float wv = __bfloat162float(W[(size_t)min(n0 + r, N - 1) * K + k]);
+                const float wv = __bfloat162float(w[r][k]);
 #pragma unroll
                 for (int m = 0; m < M; m++) acc[m][r] += wv * x[(size_t)m * K + k];
             }
@@ -54,11 +63,32 @@ __device__ __forceinline__ void gemv_body(const bf16* __restrict__ W, const floa
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
+        for (int r = 0; r < R; r++) acc[m][r] = warp_sum(acc[m][r]);
+}
+
+// Features n0 .. n0 + R - 1 of one matrix.
+template <int M, int R>
+__device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
+                                              const float* __restrict__ x,
+                                              const float* __restrict__ bias,
+                                              float* __restrict__ y, int N, int K, int n0) {
+    const bf16* w[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
+    float acc[M][R];
+    gemv_dots<M, R>(w, x, K, acc);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
         for (int r = 0; r < R; r++) {
-            const float v = warp_sum(acc[m][r]);
             const int n = n0 + r;
-            if (lane == 0 && n < N) y[(size_t)m * N + n] = v + (bias ? bias[n] : 0.f);
+            if (n < N) y[(size_t)m * N + n] = acc[m][r] + (bias ? bias[n] : 0.f);
         }
+}
+
+__device__ __forceinline__ int gemv_warp() {
+    return blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 }
 
 #define GEMV(M, R)                                                                                \
@@ -66,9 +96,56 @@ __device__ __forceinline__ void gemv_body(const bf16* __restrict__ W, const floa
                                                    const float* __restrict__ x,                   \
                                                    const float* __restrict__ bias,                \
                                                    float* __restrict__ y, int N, int K) {         \
-        gemv_body<M, R>(W, x, bias, y, N, K);                                                     \
+        const int n0 = gemv_warp() * R;                                                           \
+        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0);                                 \
+    }                                                                                             \
+    /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
+    extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \
+        const bf16* __restrict__ W0, const bf16* __restrict__ W1, const bf16* __restrict__ W2,    \
+        const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
+        const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
+        float* __restrict__ y2, int N0, int N1, int N2, int K) {                                  \
+        int n0 = gemv_warp() * R;                                                                 \
+        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \
+        n0 -= N0;                                                                                 \
+        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
+        n0 -= N1;                                                                                 \
+        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
     }
-#define GEMV_R(M) GEMV(M, 1) GEMV(M, 2) GEMV(M, 4)
+// The SwiGLU variant reads 2R rows per warp, so it comes in R = 1 and 2.
+template <int M, int R>
+__device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
+                                                 const bf16* __restrict__ Wu,
+                                                 const float* __restrict__ x,
+                                                 float* __restrict__ y, int N, int K) {
+    const int n0 = gemv_warp() * R;
+    if (n0 >= N) return;
+    const bf16* w[2 * R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        w[r] = Wg + (size_t)min(n0 + r, N - 1) * K;
+        w[R + r] = Wu + (size_t)min(n0 + r, N - 1) * K;
+    }
+    float acc[M][2 * R];
+    gemv_dots<M, 2 * R>(w, x, K, acc);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int n = n0 + r;
+            const float g = acc[m][r];
+            if (n < N) y[(size_t)m * N + n] = g / (1.f + expf(-g)) * acc[m][R + r];
+        }
+}
+
+#define GEMV_SWIGLU(M, R)                                                                         \
+    extern "C" __global__ void gemv_swiglu_bf16_##M##_##R(                                        \
+        const bf16* __restrict__ Wg, const bf16* __restrict__ Wu, const float* __restrict__ x,    \
+        float* __restrict__ y, int N, int K) {                                                    \
+        gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);                                               \
+    }
+#define GEMV_R(M) GEMV(M, 1) GEMV(M, 2) GEMV(M, 4) GEMV_SWIGLU(M, 1) GEMV_SWIGLU(M, 2)
 GEMV_R(1)
 GEMV_R(2)
 GEMV_R(3)

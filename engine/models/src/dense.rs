@@ -2,7 +2,7 @@
 //! with rotary embeddings, SwiGLU MLP), written once against the Backend op set. The architecture
 //! files only say which optional parts (q/k norm, qkv bias) their checkpoints have.
 
-use hearth_backend::{AttnShape, Backend, KvCacheSpec, RopeSpec};
+use hearth_backend::{AttnShape, Backend, KvCacheSpec, RopeSpec, RopeWrite};
 
 use crate::batch::ForwardBatch;
 use crate::config::HfConfig;
@@ -195,30 +195,30 @@ impl<B: Backend> DenseDecoder<B> {
         let mut x = b.buf(0);
         b.embedding(&self.embed, &step, &mut x);
         let (mut h, mut q, mut k, mut v) = (b.buf(0), b.buf(0), b.buf(0), b.buf(0));
-        let (mut attn, mut o, mut g, mut u, mut act, mut down) =
-            (b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0), b.buf(0));
-        let mut normed = b.buf(0);
+        let (mut attn, mut o, mut act, mut down) = (b.buf(0), b.buf(0), b.buf(0), b.buf(0));
         b.rms_norm(&x, &self.layers[0].attn_norm, d.eps, &mut h);
         for (i, l) in self.layers.iter().enumerate() {
-            let bias = l.qkv_bias.as_ref();
-            b.linear(&h, kinds, &l.q, bias.map(|bs| &bs[0]), &mut q);
-            b.linear(&h, kinds, &l.k, bias.map(|bs| &bs[1]), &mut k);
-            b.linear(&h, kinds, &l.v, bias.map(|bs| &bs[2]), &mut v);
-            if let Some([qn, kn]) = &l.qk_norm {
-                b.rms_norm(&q, qn, d.eps, &mut normed);
-                std::mem::swap(&mut q, &mut normed);
-                b.rms_norm(&k, kn, d.eps, &mut normed);
-                std::mem::swap(&mut k, &mut normed);
-            }
-            b.rope(&mut q, &step, d.n_heads, &d.rope);
-            b.rope(&mut k, &step, d.n_kv_heads, &d.rope);
-            b.write_kv(kv, i, &k, &v, &step);
+            let biases = l.qkv_bias.as_ref().map(|[bq, bk, bv]| [bq, bk, bv]);
+            b.linear_qkv(
+                &h,
+                kinds,
+                [&l.q, &l.k, &l.v],
+                biases,
+                [&mut q, &mut k, &mut v],
+            );
+            let rw = RopeWrite {
+                qk_norm: l.qk_norm.as_ref().map(|[qn, kn]| [qn, kn]),
+                eps: d.eps,
+                n_heads: d.n_heads,
+                n_kv_heads: d.n_kv_heads,
+                rope: &d.rope,
+                layer: i,
+            };
+            b.rope_write_kv((&mut q, &mut k, &v), &rw, kv, &step);
             b.attention(kv, i, &q, shape, &step, &mut attn);
             b.linear(&attn, kinds, &l.o, None, &mut o);
             b.add_rms_norm(&mut x, &o, &l.ffn_norm, d.eps, &mut h);
-            b.linear(&h, kinds, &l.gate, None, &mut g);
-            b.linear(&h, kinds, &l.up, None, &mut u);
-            b.silu_mul(&g, &u, &mut act);
+            b.linear_swiglu(&h, kinds, &l.gate, &l.up, &mut act);
             b.linear(&act, kinds, &l.down, None, &mut down);
             let next_norm = self
                 .layers

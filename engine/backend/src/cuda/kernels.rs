@@ -43,8 +43,13 @@ pub struct Kernels {
     /// Tensor-core prefill for head_dim 64 and 128.
     attn_prefill_tc: [CudaFunction; 2],
     argmax_rows: CudaFunction,
-    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp.
+    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp;
+    /// `gemv3` the same for up to three matrices at once.
     gemv: Vec<CudaFunction>,
+    gemv3: Vec<CudaFunction>,
+    /// `gemv_swiglu[(M - 1) * 2 + i]`: i + 1 features (gate and up rows each) per warp.
+    gemv_swiglu: Vec<CudaFunction>,
+    rope_write_kv: CudaFunction,
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -109,6 +114,15 @@ impl Kernels {
                 .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
+            gemv3: (1..=GEMV_MAX_ROWS)
+                .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
+                .map(|(m, r)| f(&format!("gemv3_bf16_{m}_{r}")))
+                .collect::<Result<_, _>>()?,
+            gemv_swiglu: (1..=GEMV_MAX_ROWS)
+                .flat_map(|m| [1, 2].map(|r| (m, r)))
+                .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
+                .collect::<Result<_, _>>()?,
+            rope_write_kv: f("rope_write_kv")?,
             stream,
             skip: AtomicBool::new(false),
         })
@@ -504,6 +518,136 @@ impl Kernels {
             .map(|_| ())
             .map_err(BackendError::from)
     }
+}
+
+impl Kernels {
+    /// The Q, K and V projections in one launch: y_i[m, n] = x[m, :] . W_i[n, :] (+ b_i[n]) for
+    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns.
+    pub fn gemv3(
+        &self,
+        x: u64,
+        mats: [(u64, u64, u64, usize); 3],
+        (rows, k): (usize, usize),
+    ) -> Result<(), BackendError> {
+        if self.skipping() {
+            return Ok(());
+        }
+        let total: usize = mats.iter().map(|m| m.3).sum();
+        // As for `gemv` (by the total width), but a warp must never straddle two matrices.
+        let widest = match total {
+            n if n >= 8192 => 2,
+            n if n >= 2048 => 1,
+            _ => 0,
+        };
+        let ri = (0..=widest)
+            .rev()
+            .find(|&i| {
+                let r = GEMV_FEATURES_PER_WARP[i];
+                mats[0].3.is_multiple_of(r) && mats[1].3.is_multiple_of(r)
+            })
+            .unwrap_or(0);
+        let per_warp = GEMV_FEATURES_PER_WARP[ri];
+        let warps = 4;
+        let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
+        let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
+        let mut b = self.stream.launch_builder(&self.gemv3[(rows - 1) * 3 + ri]);
+        b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
+        b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
+        b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
+        let c = cfg((total.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
+        // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
+        // rows * N_i f32, b_i N_i f32 or 0; the arguments match gemv3_bf16_M_R's signature.
+        unsafe { b.launch(c) }
+            .map(|_| ())
+            .map_err(BackendError::from)
+    }
+
+    /// y[m, n] = silu(x[m] . Wg[n]) * (x[m] . Wu[n]) for rows <= GEMV_MAX_ROWS; Wg, Wu bf16
+    /// [n, k].
+    pub fn gemv_swiglu(
+        &self,
+        (wg, wu): (u64, u64),
+        x: u64,
+        y: u64,
+        (rows, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        if self.skipping() {
+            return Ok(());
+        }
+        let ri = usize::from(n >= 4096);
+        let per_warp = ri + 1;
+        let warps = 4;
+        let (n_i, k_i) = (n as i32, k as i32);
+        let mut b = self
+            .stream
+            .launch_builder(&self.gemv_swiglu[(rows - 1) * 2 + ri]);
+        b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
+        let c = cfg((n.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
+        // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match
+        // gemv_swiglu_bf16_M_R's signature.
+        unsafe { b.launch(c) }
+            .map(|_| ())
+            .map_err(BackendError::from)
+    }
+
+    /// q/k norms (when `norms` are not 0), rotary embedding of q and k in place, and k, v into
+    /// the caches at `slots`, for `rows` rows (see rope_write_kv in attention.cu).
+    pub fn rope_write_kv(&self, a: &RopeWriteLaunch) -> Result<(), BackendError> {
+        let RopeShape {
+            n_heads,
+            head_dim,
+            rotary_dim,
+            neox,
+        } = a.shape;
+        assert!(head_dim <= 256, "rope_write_kv: head_dim {head_dim}");
+        let (nh, nkv, hd, rd, neox) = (
+            n_heads as i32,
+            a.n_kv_heads as i32,
+            head_dim as i32,
+            rotary_dim as i32,
+            neox as i32,
+        );
+        let (kc, vc) = a.caches;
+        launch!(
+            self,
+            rope_write_kv,
+            cfg((a.rows as u32, (n_heads + a.n_kv_heads) as u32), 128),
+            a.q,
+            a.k,
+            a.v,
+            a.norms.0,
+            a.norms.1,
+            a.eps,
+            a.positions,
+            a.inv_freq,
+            a.slots,
+            kc,
+            vc,
+            nh,
+            nkv,
+            hd,
+            rd,
+            neox
+        )
+    }
+}
+
+/// Everything one `rope_write_kv` launch reads.
+pub struct RopeWriteLaunch {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    /// q_norm and k_norm weights, or (0, 0).
+    pub norms: (u64, u64),
+    pub eps: f32,
+    pub positions: u64,
+    pub inv_freq: u64,
+    pub slots: u64,
+    pub caches: (u64, u64),
+    pub rows: usize,
+    /// The rotary layout, with n_heads the query heads.
+    pub shape: RopeShape,
+    pub n_kv_heads: usize,
 }
 
 /// Head layout for `rope`.

@@ -25,13 +25,13 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
 
-use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec};
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec, RopeWrite};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 use arena::Arena;
 use gemm::Gemm;
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
-use kernels::{AttnLaunch, Kernels, RopeShape, GEMV_MAX_ROWS};
+use kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, GEMV_MAX_ROWS};
 pub use step::CudaStep;
 
 /// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
@@ -585,6 +585,105 @@ impl Backend for CudaBackend {
             t0,
             r,
         );
+    }
+
+    fn linear_qkv(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        ws: [&CudaWeight; 3],
+        biases: Option<[&CudaWeight; 3]>,
+        outs: [&mut CudaBuf; 3],
+    ) {
+        let m = prefill.len();
+        let shapes = ws.map(|w| match w {
+            CudaWeight::Matrix { ptr, rows, cols, .. } => (*ptr, *rows, *cols),
+            CudaWeight::Vector { .. } => panic!("linear weight must be a matrix"),
+        });
+        let k = shapes[0].2;
+        if m > GEMV_MAX_ROWS || shapes.iter().any(|s| s.2 != k) {
+            for (i, out) in outs.into_iter().enumerate() {
+                self.linear(x, prefill, ws[i], biases.map(|b| b[i]), out);
+            }
+            return;
+        }
+        let t0 = self.prof_begin();
+        let [q, kk, v] = outs;
+        let mut mats = [(0u64, 0u64, 0u64, 0usize); 3];
+        for (i, out) in [q, kk, v].into_iter().enumerate() {
+            let (w, n, _) = shapes[i];
+            self.ensure(out, m * n);
+            let bias = biases.map_or(0, |b| b[i].ptr());
+            mats[i] = (w, bias, out.ptr, n);
+        }
+        let r = self.kernels.gemv3(x.ptr, mats, (m, k));
+        self.finish("linear qkv (gemv)", t0, r);
+    }
+
+    fn linear_swiglu(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        gate: &CudaWeight,
+        up: &CudaWeight,
+        out: &mut CudaBuf,
+    ) {
+        let m = prefill.len();
+        let (
+            CudaWeight::Matrix {
+                ptr: g,
+                rows: n,
+                cols: k,
+                ..
+            },
+            CudaWeight::Matrix { ptr: u, .. },
+        ) = (gate, up)
+        else {
+            panic!("linear weight must be a matrix");
+        };
+        if m > GEMV_MAX_ROWS {
+            let (mut gb, mut ub) = (self.buf(0), self.buf(0));
+            self.linear(x, prefill, gate, None, &mut gb);
+            self.linear(x, prefill, up, None, &mut ub);
+            return self.silu_mul(&gb, &ub, out);
+        }
+        let t0 = self.prof_begin();
+        self.ensure(out, m * n);
+        let r = self.kernels.gemv_swiglu((*g, *u), x.ptr, out.ptr, (m, *n, *k));
+        self.finish("linear swiglu (gemv)", t0, r);
+    }
+
+    fn rope_write_kv(
+        &self,
+        (q, k, v): (&mut CudaBuf, &mut CudaBuf, &CudaBuf),
+        p: &RopeWrite<'_, CudaWeight>,
+        cache: &mut CudaKvCache,
+        step: &CudaStep,
+    ) {
+        let t0 = self.prof_begin();
+        let inv_freq = self.state().step.inv_freq(&self.stream, &p.rope.inv_freq);
+        let r = inv_freq.and_then(|inv_freq| {
+            self.kernels.rope_write_kv(&RopeWriteLaunch {
+                q: q.ptr,
+                k: k.ptr,
+                v: v.ptr,
+                norms: p.qk_norm.map_or((0, 0), |[qn, kn]| (qn.ptr(), kn.ptr())),
+                eps: p.eps,
+                positions: step.positions,
+                inv_freq,
+                slots: step.slots,
+                caches: cache.layer(p.layer),
+                rows: step.n_tokens,
+                shape: RopeShape {
+                    n_heads: p.n_heads,
+                    head_dim: p.rope.head_dim,
+                    rotary_dim: p.rope.rotary_dim,
+                    neox: p.rope.neox,
+                },
+                n_kv_heads: p.n_kv_heads,
+            })
+        });
+        self.finish("rope_write_kv", t0, r);
     }
 
     fn rms_norm(&self, x: &CudaBuf, w: &CudaWeight, eps: f32, out: &mut CudaBuf) {
