@@ -2,7 +2,6 @@
 //! p99) against concurrency, side by side. Concurrency levels are categories on the x axis,
 //! so 1, 2, 4 ... 64 sit evenly spaced, as on a log scale.
 
-use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 use super::report::{LevelRow, Report};
@@ -64,13 +63,17 @@ fn panel<DB: DrawingBackend>(
         .iter()
         .flat_map(|r| series.iter().filter_map(|(_, _, f)| f(r)))
         .fold(0.0_f64, f64::max);
-    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    // Headroom so the legend, top centre, stays clear of the lines.
+    let top = if top > 0.0 { top * 1.45 } else { 1.0 };
+    // Levels sit at 0, 1, 2 ...; with as many labels asked for as levels, the ticks land
+    // on whole numbers, which the formatter names by their concurrency.
+    let x_range = -0.5..f64::from(n) - 0.5;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 17))
         .margin(12)
         .x_label_area_size(42)
         .y_label_area_size(62)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..top)
+        .build_cartesian_2d(x_range, 0.0..top)
         .map_err(err)?;
     let labels: Vec<String> = rows.iter().map(|r| r.concurrency.to_string()).collect();
     chart
@@ -78,21 +81,21 @@ fn panel<DB: DrawingBackend>(
         .x_desc("concurrency")
         .y_desc(unit)
         .x_labels(rows.len().max(1))
-        .x_label_formatter(&|x| match x {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => usize::try_from(*i)
-                .ok()
-                .and_then(|i| labels.get(i).cloned())
-                .unwrap_or_default(),
-            SegmentValue::Last => String::new(),
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            labels.get(i as usize).cloned().unwrap_or_default()
         })
         .disable_x_mesh()
         .draw()
         .map_err(err)?;
     for &(name, color, value) in series {
-        let points: Vec<(SegmentValue<i32>, f64)> = rows
+        let points: Vec<(f64, f64)> = rows
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| Some((SegmentValue::CenterOf(i32::try_from(i).ok()?), value(r)?)))
+            .filter_map(|(i, r)| Some((i as f64, value(r)?)))
             .collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
@@ -111,7 +114,7 @@ fn panel<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperMiddle)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
