@@ -156,11 +156,11 @@ mod tests {
             "system tok/s",
             "TTFT p99",
             "concurrency",
-            ">4<",
+            ">\n4\n</text>",
         ] {
             assert!(svg.contains(text), "missing {text}");
         }
-        // One polyline per series.
-        assert_eq!(svg.matches("<polyline").count(), 4);
+        // A point per level and series.
+        assert_eq!(svg.matches("<circle").count(), 3 * 4);
     }
 }

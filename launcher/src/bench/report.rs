@@ -281,7 +281,7 @@ mod tests {
         let last = table.lines().last().unwrap();
         assert_eq!(
             last,
-            "| 2 | 11.0 | 10.0 | 0.200 s | 0.298 s | 15.0 ms | 19.9 ms | 1 |"
+            "| 2 | 11.0 | 10.0 | 0.200 s | 0.298 s | 15.0 ms | 20.0 ms | 1 |"
         );
         assert!(table.starts_with("| Concurrency | System tok/s | Per-req tok/s | TTFT"));
     }
