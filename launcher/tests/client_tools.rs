@@ -153,7 +153,7 @@ fn chat_streams_answers_and_explains_a_missing_key() {
             "--api-key",
             KEY,
             "--max-tokens",
-            "8",
+            "4",
             "--json",
             q,
         ],
