@@ -33,17 +33,17 @@ impl Engine {
             bin.display()
         );
         let port = free_port();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let log = dir.path().join("engine.log");
         let child = Command::new(&bin)
             .args(["serve", "--spec", "specs/default.yaml"])
             .current_dir(repo())
             .env("PORT", port.to_string())
             .env("API_KEY", KEY)
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(dir.path().join("engine.err")).unwrap())
+            .stdout(std::fs::File::create(&log).expect("the engine log"))
+            .stderr(std::fs::File::create(dir.path().join("engine.err")).expect("the engine log"))
             .spawn()
-            .unwrap();
+            .expect("starting hearth-engine");
         let mut e = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -57,7 +57,7 @@ impl Engine {
     fn wait_ready(&mut self, port: u16) {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(120) {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.child.try_wait().expect("polling the engine") {
                 panic!("the engine exited ({status}): {}", self.logs());
             }
             if http_status(port, "/ready") == Some(200) {
@@ -102,19 +102,19 @@ fn run_with_stdin(args: &[&str], stdin: &str) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .expect("starting hearth");
     child
         .stdin
         .take()
-        .unwrap()
+        .expect("stdin is piped")
         .write_all(stdin.as_bytes())
-        .unwrap();
-    support::finish(child.wait_with_output().unwrap(), t)
+        .expect("writing to hearth");
+    support::finish(child.wait_with_output().expect("waiting for hearth"), t)
 }
 
 fn json_file(p: &Path) -> Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(&text).expect("valid JSON")
 }
 
 #[test]

@@ -122,9 +122,7 @@ pub fn last_number(s: &str) -> Option<f64> {
             while i < chars.len() {
                 let c = chars[i];
                 let next_digit = chars.get(i + 1).is_some_and(char::is_ascii_digit);
-                if c.is_ascii_digit() {
-                    text.push(c);
-                } else if c == '.' && next_digit && !text.contains('.') {
+                if c.is_ascii_digit() || (c == '.' && next_digit && !text.contains('.')) {
                     text.push(c);
                 } else if c == ',' && next_digit {
                     // thousands separator

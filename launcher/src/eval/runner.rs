@@ -203,9 +203,9 @@ mod tests {
         let pass = graded(Grade::Pass);
         let fail = graded(Grade::Fail("expected 42".into()));
         let skip = graded(Grade::Skip("no python3".into()));
-        assert_eq!(verdict(&[pass.clone()]).0, Verdict::Pass);
+        assert_eq!(verdict(std::slice::from_ref(&pass)).0, Verdict::Pass);
         assert_eq!(verdict(&[pass.clone(), skip.clone()]).0, Verdict::Pass);
-        assert_eq!(verdict(&[skip.clone()]).0, Verdict::Skip);
+        assert_eq!(verdict(std::slice::from_ref(&skip)).0, Verdict::Skip);
         let (v, why) = verdict(&[TurnResult::default(), pass.clone(), fail.clone()]);
         assert_eq!(v, Verdict::Fail);
         assert_eq!(why.as_deref(), Some("turn 3: expected 42"));
