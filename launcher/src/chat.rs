@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::Args;
 use hearth_protocol::openai::{
-    ChatCompletionRequest, ChatMessage, FinishReason, Role, Tool, ToolCall,
+    ChatCompletionRequest, ChatMessage, FinishReason, FunctionName, NamedToolChoice, Role, Tool,
+    ToolCall, ToolChoice, ToolChoiceMode, ToolType,
 };
 use serde_json::json;
 
@@ -39,6 +40,9 @@ pub struct ChatArgs {
     /// Offer these tools: a JSON file holding an array of OpenAI tool definitions.
     #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
+    /// With --tools: auto (default), none, required, or the name of the one tool to call.
+    #[arg(long, requires = "tools")]
+    pub tool_choice: Option<String>,
     /// Print one JSON object (content, reasoning, tool calls, finish reason, usage, timing)
     /// per answer instead of streaming text.
     #[arg(long)]
@@ -115,6 +119,7 @@ impl Session {
             messages: history.to_vec(),
             max_tokens: self.a.max_tokens,
             tools: self.tools.clone(),
+            tool_choice: self.a.tool_choice.as_deref().map(tool_choice),
             ..Default::default()
         };
         req.sampling.temperature = self.a.temperature;
@@ -151,6 +156,19 @@ fn read_tools(file: &std::path::Path) -> anyhow::Result<Vec<Tool>> {
             file.display()
         )
     })
+}
+
+/// `auto` / `none` / `required`, else a function name.
+fn tool_choice(s: &str) -> ToolChoice {
+    match s {
+        "auto" => ToolChoice::Mode(ToolChoiceMode::Auto),
+        "none" => ToolChoice::Mode(ToolChoiceMode::None),
+        "required" => ToolChoice::Mode(ToolChoiceMode::Required),
+        name => ToolChoice::Named(NamedToolChoice {
+            kind: ToolType::Function,
+            function: FunctionName { name: name.into() },
+        }),
+    }
 }
 
 async fn read_line() -> anyhow::Result<Option<String>> {
@@ -331,7 +349,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::client::timing::Timing;
-    use hearth_protocol::openai::{FunctionCall, ToolType, Usage};
+    use hearth_protocol::openai::{FunctionCall, Usage};
 
     fn outcome(content: &str, reasoning: &str, finish: FinishReason) -> Outcome {
         Outcome {

@@ -31,10 +31,13 @@ impl Timing {
     }
 
     /// Tokens after the first per second after the first: the decode rate one user sees.
+    /// `None` when everything came in one chunk (a server that buffers, e.g. a whole tool
+    /// call), where there is no rate to see.
     pub fn decode_tok_s(&self, completion_tokens: u32) -> Option<f64> {
         let first = self.ttft()?;
         let span = self.e2e - first;
-        (completion_tokens > 1 && span > 0.0).then(|| f64::from(completion_tokens - 1) / span)
+        (completion_tokens > 1 && self.token_times.len() > 1 && span > 0.0)
+            .then(|| f64::from(completion_tokens - 1) / span)
     }
 }
 
@@ -81,5 +84,10 @@ mod tests {
         assert_eq!(t.prefill_tok_s(100), Some(200.0));
         assert_eq!(t.decode_tok_s(11), Some(20.0));
         assert_eq!(Timing::default().decode_tok_s(10), None);
+        let one_chunk = Timing {
+            token_times: vec![0.5],
+            e2e: 0.5001,
+        };
+        assert_eq!(one_chunk.decode_tok_s(59), None);
     }
 }
