@@ -222,18 +222,30 @@ const DIM: &str = "\x1b[2m";
 const RESET: &str = "\x1b[0m";
 
 /// Prints reasoning (dimmed, or under a "thinking:" label without color) above the answer.
-struct Printer {
+struct Printer<W: Write> {
+    out: W,
     on: bool,
     color: bool,
     in_reasoning: bool,
     wrote: bool,
 }
 
-impl Printer {
+impl Printer<std::io::Stdout> {
     fn new(on: bool) -> Self {
-        Self {
+        Self::to(
+            std::io::stdout(),
             on,
-            color: color(std::io::stdout().is_terminal()),
+            color(std::io::stdout().is_terminal()),
+        )
+    }
+}
+
+impl<W: Write> Printer<W> {
+    fn to(out: W, on: bool, color: bool) -> Self {
+        Self {
+            out,
+            on,
+            color,
             in_reasoning: false,
             wrote: false,
         }
@@ -243,28 +255,27 @@ impl Printer {
         if !self.on {
             return;
         }
-        let mut out = std::io::stdout().lock();
         match p {
             Piece::Reasoning(r) => {
                 if !self.in_reasoning {
                     self.in_reasoning = true;
-                    let _ = write!(out, "{}", if self.color { DIM } else { "thinking: " });
+                    let _ = write!(self.out, "{}", if self.color { DIM } else { "thinking: " });
                 }
-                let _ = write!(out, "{r}");
+                let _ = write!(self.out, "{r}");
             }
             Piece::Content(c) => {
-                self.close_reasoning(&mut out);
-                let _ = write!(out, "{c}");
+                self.close_reasoning();
+                let _ = write!(self.out, "{c}");
             }
         }
         self.wrote = true;
-        let _ = out.flush();
+        let _ = self.out.flush();
     }
 
-    fn close_reasoning(&mut self, out: &mut impl Write) {
+    fn close_reasoning(&mut self) {
         if self.in_reasoning {
             self.in_reasoning = false;
-            let _ = write!(out, "{}\n\n", if self.color { RESET } else { "" });
+            let _ = write!(self.out, "{}\n\n", if self.color { RESET } else { "" });
         }
     }
 
@@ -272,15 +283,14 @@ impl Printer {
         if !self.on {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        self.close_reasoning(&mut out);
+        self.close_reasoning();
         if self.wrote && !o.content.ends_with('\n') {
-            let _ = writeln!(out);
+            let _ = writeln!(self.out);
         }
         for call in &o.tool_calls {
-            let _ = writeln!(out, "{}", tool_call_line(call));
+            let _ = writeln!(self.out, "{}", tool_call_line(call));
         }
-        let _ = out.flush();
+        let _ = self.out.flush();
     }
 }
 
@@ -376,6 +386,21 @@ mod tests {
         let why = empty_answer(&outcome(" ", "", FinishReason::Length)).unwrap();
         assert!(why.contains("--max-tokens"), "{why}");
         assert!(empty_answer(&outcome("Paris", "", FinishReason::Length)).is_none());
+    }
+
+    #[test]
+    fn reasoning_is_dimmed_above_the_answer_or_labelled_without_color() {
+        for (color, want) in [
+            (true, "\x1b[2mhmm, easy\x1b[0m\n\nParis\n"),
+            (false, "thinking: hmm, easy\n\nParis\n"),
+        ] {
+            let mut p = Printer::to(Vec::new(), true, color);
+            p.piece(Piece::Reasoning("hmm, "));
+            p.piece(Piece::Reasoning("easy"));
+            p.piece(Piece::Content("Paris"));
+            p.end(&outcome("Paris", "hmm, easy", FinishReason::Stop));
+            assert_eq!(String::from_utf8(p.out).unwrap(), want);
+        }
     }
 
     #[test]
