@@ -88,12 +88,9 @@ async fn tokenize_body<B: serde::Serialize>(
 ) -> Result<Option<TokenizeResponse>, RequestError> {
     let resp = match http::post(http, t, "/tokenize", body).await {
         Ok(r) => r,
-        // No route, or a route of another shape (llama.cpp wants `content`): no exact counts.
-        Err(RequestError::Status { status, .. })
-            if status.is_client_error() && status.as_u16() != 429 =>
-        {
-            return Ok(None)
-        }
+        // No route, or a route of another shape (llama.cpp wants `content`, and may answer
+        // that with a 4xx or a 5xx): no exact counts. A missing key still is an error.
+        Err(RequestError::Status { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
     Ok(resp.json::<TokenizeResponse>().await.ok())
