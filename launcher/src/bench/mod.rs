@@ -125,22 +125,8 @@ pub async fn run(repo: Option<PathBuf>, a: BenchArgs) -> anyhow::Result<ExitCode
         }
     }
     // Seeds differ run to run, so a second run is not served from the first one's cache.
-    let seed = started.as_nanos() as u64;
-    let (depths, depth_notes) =
-        depth::plan(&a.depths, info.max_model_len, a.input_len, a.output_len);
-    let prefix_len = match info.max_model_len {
-        Some(max) => a
-            .prefix_len
-            .min(max.saturating_sub(a.input_len + a.output_len)),
-        None => a.prefix_len,
-    };
-    let total = planned_requests(&a, depths.len());
-    let plans = Plans {
-        seed,
-        depths,
-        depth_notes,
-        prefix_len,
-    };
+    let plans = Plans::new(&a, info.max_model_len, started.as_nanos() as u64);
+    let total = planned_requests(&a, plans.depths.len());
     let progress = progress::Progress::new(total as u64);
     let mut env = Env {
         ctx: &ctx,
@@ -156,7 +142,12 @@ pub async fn run(repo: Option<PathBuf>, a: BenchArgs) -> anyhow::Result<ExitCode
     let result = run_modes(&a, &mut env, &plans, &mut report).await;
     progress.finish();
     report.interrupted |= env.stop.is_set();
-    let written = write(&out_dir, &report);
+    finish(&out_dir, &report, result)
+}
+
+/// Prints and writes what was measured (also after an error or Ctrl-C); the exit code.
+fn finish(out_dir: &Path, report: &Report, result: anyhow::Result<()>) -> anyhow::Result<ExitCode> {
+    let written = write(out_dir, report);
     print!("{}", report.markdown());
     match &written {
         Ok(files) => eprintln!("wrote {}", files.join(", ")),
@@ -168,7 +159,7 @@ pub async fn run(repo: Option<PathBuf>, a: BenchArgs) -> anyhow::Result<ExitCode
         eprintln!("interrupted: the results above are partial");
         return Ok(ExitCode::from(130));
     }
-    if let Some(e) = all_failed(&report) {
+    if let Some(e) = all_failed(report) {
         bail!("every request failed; the first: {e}");
     }
     Ok(ExitCode::SUCCESS)
@@ -188,6 +179,25 @@ struct Plans {
     depths: Vec<u32>,
     depth_notes: Vec<String>,
     prefix_len: u32,
+}
+
+impl Plans {
+    fn new(a: &BenchArgs, max_model_len: Option<u32>, seed: u64) -> Self {
+        let (depths, depth_notes) =
+            depth::plan(&a.depths, max_model_len, a.input_len, a.output_len);
+        let prefix_len = match max_model_len {
+            Some(max) => a
+                .prefix_len
+                .min(max.saturating_sub(a.input_len + a.output_len)),
+            None => a.prefix_len,
+        };
+        Self {
+            seed,
+            depths,
+            depth_notes,
+            prefix_len,
+        }
+    }
 }
 
 async fn run_modes(

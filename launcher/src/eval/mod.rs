@@ -128,7 +128,12 @@ pub async fn run(repo: Option<PathBuf>, a: EvalArgs) -> anyhow::Result<ExitCode>
         .out
         .clone()
         .unwrap_or_else(|| crate::client::results_dir("eval-results", &info.id));
-    let written = write(&out, &report);
+    finish(&out, &report)
+}
+
+/// Prints and writes the report; the exit code.
+fn finish(out: &Path, report: &Report) -> anyhow::Result<ExitCode> {
+    let written = write(out, report);
     print!("{}", report.markdown());
     match &written {
         Ok(files) => eprintln!("wrote {}", files.join(", ")),
