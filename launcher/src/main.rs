@@ -1,19 +1,23 @@
 //! `hearth`: the Hearth CLI. `up` (what `./launch` runs) boots a spec in Docker: spec and
 //! `.env`, preflight, image, container, readiness, smoke test, READY. `down`, `status`, `logs`,
-//! `chat` (what `./chat` runs), `build` and `compose` manage and use what `up` made.
+//! `chat` (what `./chat` runs), `build` and `compose` manage and use what `up` made; `bench`
+//! and `eval` measure and check any OpenAI-compatible server (client/ is what they share).
 //!
 //! It talks to Docker through its API (bollard) and to the engine over HTTP; it shares the
 //! spec and wire types with the engine but never links the engine itself.
 
 mod banner;
+mod bench;
 mod build;
 mod chat;
+mod client;
 mod compose;
 mod container;
 mod docker;
 mod down;
 mod duration;
 mod env;
+mod eval;
 mod fit;
 mod image;
 mod labels;
@@ -64,6 +68,10 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Chat with a running deployment, streamed (= ./chat).
     Chat(chat::ChatArgs),
+    /// Load-test a server: concurrency sweep, depth, prefix cache; JSON, markdown, plot.
+    Bench(bench::BenchArgs),
+    /// Check a server's answers: core battery, needle in a haystack, long-document turns.
+    Eval(eval::EvalArgs),
     /// Fetch a spec's model and build its image without running anything (what compose needs).
     Build(build::BuildArgs),
     /// Print (or write) the compose file that runs a spec with `docker compose up`.
@@ -91,6 +99,8 @@ fn main() -> ExitCode {
             Command::Status(a) => status::run(a).await,
             Command::Logs(a) => logs::run(repo, a).await,
             Command::Chat(a) => chat::run(repo, a).await,
+            Command::Bench(a) => bench::run(repo, a).await,
+            Command::Eval(a) => eval::run(repo, a).await,
             Command::Build(a) => build::run(repo, a).await,
             Command::Compose(a) => compose::run(repo, a),
         }
