@@ -8,6 +8,7 @@ mod dtype;
 mod error;
 mod ops;
 pub mod quant;
+pub mod sample;
 mod weight;
 
 pub use cpu::CpuBackend;
@@ -19,4 +20,5 @@ pub use ops::{
     argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling,
     RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
+pub use sample::SampleRow;
 pub use weight::{HostBytes, HostWeight, WeightData};

@@ -341,6 +341,19 @@ pub trait Backend: Send + Sync {
             .map(argmax)
             .collect()
     }
+    /// Samples a token from each `cols`-long row of `x` under `rows[i]` (see `sample`): where
+    /// the backend can, without copying whole rows to the host.
+    fn sample_rows(&self, x: &Self::Buf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
+        self.to_host(x)
+            .chunks_exact(cols.max(1))
+            .zip(rows)
+            .map(|(r, p)| crate::sample::sample_row(r, p))
+            .collect()
+    }
+    /// Whether `sample_rows` runs on the device (so the engine prefers it to host sampling).
+    fn samples_on_device(&self) -> bool {
+        false
+    }
     /// Copies the step's logits rows of `x` (row length `cols`) into `out`.
     fn gather_logits_rows(
         &self,

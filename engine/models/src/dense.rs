@@ -177,6 +177,17 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
         let logits = self.logits(b, batch, kv);
         b.argmax_rows(&logits, self.info.vocab_size)
     }
+
+    fn forward_sample(
+        &self,
+        b: &B,
+        batch: &ForwardBatch,
+        kv: &mut B::KvCache,
+        rows: &[hearth_backend::SampleRow],
+    ) -> Vec<u32> {
+        let logits = self.logits(b, batch, kv);
+        b.sample_rows(&logits, self.info.vocab_size, rows)
+    }
 }
 
 impl<B: Backend> DenseDecoder<B> {

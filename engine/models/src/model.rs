@@ -33,6 +33,14 @@ pub trait CausalLm<B: Backend>: Send + Sync {
     /// Runs one step and returns the greedy token of each logits row, computed where the
     /// logits are (on the GPU, only the ids cross to the host).
     fn forward_greedy(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32>;
+    /// Runs one step and samples each logits row under `rows` (`Backend::sample_rows`).
+    fn forward_sample(
+        &self,
+        backend: &B,
+        batch: &ForwardBatch,
+        kv: &mut B::KvCache,
+        rows: &[hearth_backend::SampleRow],
+    ) -> Vec<u32>;
 }
 
 /// Architectures (config.json `architectures[0]`) this build can run.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hearth_backend::Backend;
+use hearth_backend::{Backend, SampleRow};
 use hearth_sched::{NewSeq, SchedError, Scheduler, SchedulerConfig, SchedulerOutput, SeqId};
 use hearth_text::guided::{GuideState, SharedMaskCache};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -548,8 +548,28 @@ impl<B: Backend> Core<B> {
                 s.guide.is_none() && s.params.is_plain_greedy(s.penalties.generated)
             })
         });
+        // Without logprobs, penalties or a grammar, a GPU backend samples where the logits are.
+        let on_device = !greedy
+            && backend.samples_on_device()
+            && sampled_ids.iter().all(|id| {
+                seqs.get(id).is_some_and(|s| {
+                    s.guide.is_none() && s.params.is_plain_sampling(s.penalties.generated)
+                })
+            });
         let (mut logits, ids) = if greedy {
             let ids = backend.install(|| model.forward_greedy(backend, &batch, kv));
+            (Vec::new(), ids)
+        } else if on_device {
+            let mut rows: Vec<SampleRow> = sampled_ids
+                .iter()
+                .map(|id| {
+                    let s = self.seqs.get_mut(id).expect("sampled sequences are live");
+                    s.params.sample_row(s.rng.next_f32())
+                })
+                .collect();
+            // Padding rows of a decode step are sampled greedily and ignored.
+            rows.resize(batch.logits_rows.len(), SampleRow::GREEDY);
+            let ids = backend.install(|| model.forward_sample(backend, &batch, kv, &rows));
             (Vec::new(), ids)
         } else {
             (
@@ -561,7 +581,7 @@ impl<B: Backend> Core<B> {
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
         for (i, id) in sampled_ids.iter().enumerate() {
-            let next = if greedy {
+            let next = if greedy || on_device {
                 NextToken::Picked(ids[i])
             } else {
                 NextToken::FromLogits(&mut logits[i * vocab..(i + 1) * vocab])

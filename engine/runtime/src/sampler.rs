@@ -41,6 +41,30 @@ impl SamplingParams {
     }
 }
 
+impl SamplingParams {
+    /// Whether the next token needs nothing but the logits and these parameters (temperature,
+    /// top-k, top-p, min-p): no logprobs, no penalties, min_tokens satisfied. Such rows can be
+    /// sampled by the backend (`hearth_backend::sample`).
+    pub fn is_plain_sampling(&self, generated: usize) -> bool {
+        self.logprobs.is_none()
+            && self.repetition_penalty == 1.0
+            && self.presence_penalty == 0.0
+            && self.frequency_penalty == 0.0
+            && generated >= self.min_tokens
+    }
+
+    /// This request's next row for backend sampling, with the uniform draw `u`.
+    pub fn sample_row(&self, u: f32) -> hearth_backend::SampleRow {
+        hearth_backend::SampleRow {
+            temperature: self.temperature,
+            top_k: self.top_k.min(u32::MAX as usize) as u32,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            u,
+        }
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {

@@ -43,6 +43,7 @@ pub struct Kernels {
     /// Tensor-core prefill for head_dim 64 and 128.
     attn_prefill_tc: [CudaFunction; 2],
     argmax_rows: CudaFunction,
+    sample_rows: CudaFunction,
     /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp;
     /// `gemv3` the same for up to three matrices at once.
     gemv: Vec<CudaFunction>,
@@ -110,6 +111,7 @@ impl Kernels {
             attn_decode_merge: f("attn_decode_merge")?,
             attn_prefill_tc: [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
             argmax_rows: f("argmax_rows")?,
+            sample_rows: f("sample_rows")?,
             gemv: (1..=GEMV_MAX_ROWS)
                 .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
@@ -483,6 +485,27 @@ impl Kernels {
         )
     }
 
+    /// ids[r] = a token sampled from logits row r under params[5 r ..] = (temperature, top_k,
+    /// top_p, min_p, u) (`rows` rows of `vocab`; see sample_rows in sample.cu).
+    pub fn sample_rows(
+        &self,
+        logits: u64,
+        params: u64,
+        ids: u64,
+        (rows, vocab): (usize, usize),
+    ) -> Result<(), BackendError> {
+        let v = vocab as i32;
+        launch!(
+            self,
+            sample_rows,
+            cfg((rows as u32, 1), 1024),
+            logits,
+            params,
+            ids,
+            v
+        )
+    }
+
     /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
     pub fn gemv(
         &self,
@@ -554,7 +577,10 @@ impl Kernels {
         b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
-        let c = cfg((total.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
+        let c = cfg(
+            (total.div_ceil(warps * per_warp) as u32, 1),
+            32 * warps as u32,
+        );
         // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
         // rows * N_i f32, b_i N_i f32 or 0; the arguments match gemv3_bf16_M_R's signature.
         unsafe { b.launch(c) }

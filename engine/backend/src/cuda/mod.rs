@@ -597,7 +597,9 @@ impl Backend for CudaBackend {
     ) {
         let m = prefill.len();
         let shapes = ws.map(|w| match w {
-            CudaWeight::Matrix { ptr, rows, cols, .. } => (*ptr, *rows, *cols),
+            CudaWeight::Matrix {
+                ptr, rows, cols, ..
+            } => (*ptr, *rows, *cols),
             CudaWeight::Vector { .. } => panic!("linear weight must be a matrix"),
         });
         let k = shapes[0].2;
@@ -649,7 +651,9 @@ impl Backend for CudaBackend {
         }
         let t0 = self.prof_begin();
         self.ensure(out, m * n);
-        let r = self.kernels.gemv_swiglu((*g, *u), x.ptr, out.ptr, (m, *n, *k));
+        let r = self
+            .kernels
+            .gemv_swiglu((*g, *u), x.ptr, out.ptr, (m, *n, *k));
         self.finish("linear swiglu (gemv)", t0, r);
     }
 
@@ -801,6 +805,34 @@ impl Backend for CudaBackend {
             }
         });
         self.finish("attention", t0, r);
+    }
+
+    fn sample_rows(&self, x: &CudaBuf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
+        self.flush_graph();
+        let t0 = self.prof_begin();
+        let n = x.len / cols.max(1);
+        assert_eq!(n, rows.len(), "sample_rows: one SampleRow per logits row");
+        let params: Vec<f32> = rows
+            .iter()
+            .flat_map(|p| [p.temperature, p.top_k as f32, p.top_p, p.min_p, p.u])
+            .collect();
+        let dev = self.alloc_buf(params.len());
+        let ids = self.alloc_buf(n);
+        // SAFETY: dev was just allocated for params.len() f32; pageable copies are staged
+        // before the call returns, and the kernel below runs after it on the same stream.
+        let r = unsafe {
+            cudarc::driver::result::memcpy_htod_async(dev.ptr, &params, self.stream.cu_stream())
+        }
+        .map_err(BackendError::from)
+        .and_then(|_| self.kernels.sample_rows(x.ptr, dev.ptr, ids.ptr, (n, cols)));
+        let mut host = vec![0u32; n];
+        let r = r.and_then(|_| self.copy_to_host(ids.ptr, &mut host));
+        self.finish("sample", t0, r);
+        host
+    }
+
+    fn samples_on_device(&self) -> bool {
+        true
     }
 
     fn argmax_rows(&self, x: &CudaBuf, cols: usize) -> Vec<u32> {
