@@ -59,6 +59,7 @@ impl Selector {
 pub struct Found {
     pub name: String,
     pub id: String,
+    /// Running now (not waiting in a restart policy's back-off).
     pub running: bool,
     pub paused: bool,
     /// Docker's State.StartedAt: a new value is a new run (a restart).
@@ -79,7 +80,9 @@ impl Found {
                 .trim_start_matches('/')
                 .to_owned(),
             id: c.id.clone().unwrap_or_default(),
-            running: state.and_then(|s| s.running).unwrap_or(false),
+            // Docker keeps Running true while a restart policy waits to start it again.
+            running: state.and_then(|s| s.running).unwrap_or(false)
+                && !state.and_then(|s| s.restarting).unwrap_or(false),
             paused: state.and_then(|s| s.paused).unwrap_or(false),
             started_at: state.and_then(|s| s.started_at.clone()),
             oom_killed: state.and_then(|s| s.oom_killed).unwrap_or(false),

@@ -41,6 +41,7 @@ pub async fn run(
             filters: Some(filters),
         };
         let mut stream = docker.events(Some(options));
+        tracing::debug!("subscribed to Docker events for {}", sel.label_filter());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
@@ -63,6 +64,7 @@ pub async fn run(
                             Some("destroy") => Event::Destroyed { id },
                             _ => continue,
                         };
+                        tracing::debug!("Docker event {event:?}");
                         if tx.send(Msg::Docker(event)).is_err() {
                             return;
                         }

@@ -122,19 +122,27 @@ impl Follower {
             };
             st.waiting_said = false;
             self.peaks.identify(found.identity());
-            match self.followed.clone() {
-                Some(prev) if prev.same_run(&found) => {}
-                Some(prev) => self.restarted(&prev, &found, &mut st).await?,
-                None => self.marker(&format!(
-                    "following {} ({}), started {}",
-                    found.name,
-                    found.short_id(),
-                    found.started_at.as_deref().unwrap_or("?")
-                ))?,
+            let new_run = match self.followed.clone() {
+                Some(prev) if prev.same_run(&found) => false,
+                Some(prev) => {
+                    self.restarted(&prev, &found, &mut st).await?;
+                    true
+                }
+                None => {
+                    self.marker(&format!(
+                        "following {} ({}), started {}",
+                        found.name,
+                        found.short_id(),
+                        found.started_at.as_deref().unwrap_or("?")
+                    ))?;
+                    true
+                }
+            };
+            if new_run {
+                st.death = None;
+                st.death_written = false;
             }
             self.followed = Some(found.clone());
-            st.death = None;
-            st.death_written = false;
             match self.stream(&found, &mut st).await? {
                 Flow::Shutdown => return Ok(()),
                 Flow::Ended => {
@@ -290,13 +298,9 @@ impl Follower {
                 Some(msg) = self.rx.recv() => self.handle(msg, st)?,
             }
         }
-        let how = if st.death_written {
-            "after the stop above".to_owned()
-        } else {
-            match &st.death {
-                Some(d) => format!("after {}", d.describe()),
-                None => "exit code unknown (the monitor was not watching)".to_owned(),
-            }
+        let how = match &st.death {
+            Some(d) => format!("after {}", d.describe()),
+            None => "exit code unknown (the monitor was not watching)".to_owned(),
         };
         self.marker(&format!(
             "restart #{n}: {} started again {}, {how}; log resumes",
