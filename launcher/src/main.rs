@@ -9,6 +9,7 @@ mod banner;
 mod build;
 mod chat;
 mod compose;
+mod compose_sidecars;
 mod container;
 mod docker;
 mod down;
@@ -19,6 +20,7 @@ mod image;
 mod labels;
 mod load;
 mod logs;
+mod monitor;
 mod mounts;
 mod phase;
 mod plan;
@@ -88,7 +90,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Up(a) => up::run(repo, a).await,
             Command::Down(a) => down::run(repo, a).await,
-            Command::Status(a) => status::run(a).await,
+            Command::Status(a) => status::run(repo, a).await,
             Command::Logs(a) => logs::run(repo, a).await,
             Command::Chat(a) => chat::run(repo, a).await,
             Command::Build(a) => build::run(repo, a).await,

@@ -223,3 +223,32 @@ fn numbered_lines_across_restarts_kills_and_crashes_are_kept_once_in_order() {
         t0.elapsed().as_secs_f64()
     );
 }
+
+/// promtool: `$HEARTH_PROMTOOL`, else the one tests/fetch_fixtures.sh unpacks into the cache.
+fn promtool() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("HEARTH_PROMTOOL") {
+        return p.into();
+    }
+    let cache = std::env::var_os("HEARTH_CACHE").map_or_else(
+        || Path::new(&std::env::var("HOME").unwrap_or_default()).join(".cache/hearth"),
+        Into::into,
+    );
+    cache.join("promtool/usr/bin/promtool")
+}
+
+#[test]
+#[ignore = "needs promtool (tests/fetch_fixtures.sh): tests/run.sh runs it with --ignored"]
+fn the_prometheus_scrape_config_passes_promtool() {
+    let tool = promtool();
+    let out = std::process::Command::new(&tool)
+        .args(["check", "config", "monitor/prometheus.yml"])
+        .current_dir(support::repo())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
+    assert!(
+        out.status.success(),
+        "promtool check config:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
