@@ -72,10 +72,17 @@ fn read_peaks(dir: &Path) -> Option<Peaks> {
     serde_json::from_slice(&std::fs::read(dir.join("peak.json")).ok()?).ok()
 }
 
-/// Whether `pid` is a live hearth-monitor on this host.
+/// Whether `pid` is a live hearth-monitor on this host (an exited one not yet reaped by its
+/// parent is not).
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .is_ok_and(|c| c.trim_end() == "hearth-monitor")
+    let named = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end() == "hearth-monitor");
+    // /proc/PID/stat: `pid (comm) STATE ...`; Z is a zombie.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(true);
+    named && !zombie
 }
 
 /// The spec a directory belongs to: its live monitor's, else its peak.json's.

@@ -47,10 +47,10 @@ struct Args {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     rate_window: Duration,
     /// Restart the engine when requests run but nothing progresses for this long ("off": never).
-    #[arg(long, default_value = "120s")]
+    #[arg(long, env = "HEARTH_MONITOR_HANG_AFTER", default_value = "120s")]
     hang_after: String,
     /// Seconds Docker gives a hung engine after SIGTERM before SIGKILL on a watchdog restart.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, env = "HEARTH_MONITOR_RESTART_GRACE", default_value_t = 10)]
     restart_grace: i32,
 }
 

@@ -1,6 +1,6 @@
 //! The scraper: every `interval` it reads the engine's /metrics, turns the token counters into
 //! prefill and decode rates for peak.json, and feeds the watchdog. When the watchdog says the
-//! engine is hung it saves a diagnostic bundle, notes it in serve.log, and restarts the
+//! engine is hung (or has stopped answering) it saves a diagnostic bundle, notes it in serve.log, and restarts the
 //! container (unpausing it first if it was paused); the follower then sees the restart.
 //!
 //! The engine is reached at `--engine-url`, else at the container's `hearth.endpoint` label
@@ -110,12 +110,20 @@ impl Scraper {
             if self.cfg.hang_after.is_none() {
                 continue;
             }
-            if let Verdict::Hung { running, stalled } = dog.observe(sample.as_ref(), now) {
-                let reason = format!(
+            let reason = match dog.observe(sample.as_ref(), now) {
+                Verdict::Fine => None,
+                Verdict::Hung { running, stalled } => Some(format!(
                     "watchdog: {running} request(s) running and no progress (prompt tokens, \
                      generated tokens, engine steps) for {} s",
                     stalled.as_secs()
-                );
+                )),
+                Verdict::Silent { running, silent } => Some(format!(
+                    "watchdog: the engine has not answered /metrics for {} s ({running} \
+                     request(s) running when it last did)",
+                    silent.as_secs()
+                )),
+            };
+            if let Some(reason) = reason {
                 self.act(&found, &reason, last_metrics.as_ref()).await;
                 dog.reset(Instant::now());
                 window.clear();

@@ -4,6 +4,9 @@
 //! queue of waiting requests behind a busy batch still counts generated tokens, so saturation
 //! is never mistaken for a hang. A scrape that gets no answer is no progress (a stopped or
 //! wedged engine often stops answering /metrics too); the running count is the last one seen.
+//! An engine that answered /metrics in this run and then gives no answer at all for
+//! `hang_after` is hung too, running requests or not: its server no longer responds (an engine
+//! that is still starting up has never answered, and is left alone).
 
 use std::time::{Duration, Instant};
 
@@ -16,13 +19,18 @@ pub struct Watchdog {
     last: Option<(f64, f64, f64)>,
     moved_at: Instant,
     running: f64,
+    /// When /metrics last answered.
+    answered_at: Option<Instant>,
 }
 
 /// What the watchdog concluded from one scrape.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     Fine,
+    /// Requests running, progress counters still.
     Hung { running: f64, stalled: Duration },
+    /// It answered /metrics before and has not for this long.
+    Silent { running: f64, silent: Duration },
 }
 
 impl Watchdog {
@@ -32,6 +40,7 @@ impl Watchdog {
             last: None,
             moved_at: now,
             running: 0.0,
+            answered_at: None,
         }
     }
 
@@ -49,9 +58,16 @@ impl Watchdog {
             }
             self.last = Some(progress);
             self.running = s.running;
+            self.answered_at = Some(now);
         }
         let stalled = now.duration_since(self.moved_at);
-        if self.running > 0.0 && self.last.is_some() && stalled >= self.hang_after {
+        let silent = self.answered_at.map(|t| now.duration_since(t));
+        if silent.is_some_and(|d| d >= self.hang_after) {
+            Verdict::Silent {
+                running: self.running,
+                silent: silent.unwrap_or_default(),
+            }
+        } else if self.running > 0.0 && self.last.is_some() && stalled >= self.hang_after {
             Verdict::Hung {
                 running: self.running,
                 stalled,
@@ -102,8 +118,27 @@ mod tests {
         assert_eq!(w.observe(None, t + Duration::from_secs(4)), Verdict::Fine);
         assert!(matches!(
             w.observe(None, t + Duration::from_secs(6)),
-            Verdict::Hung { running: 2.0, .. }
+            Verdict::Silent { running: 2.0, .. }
         ));
+    }
+
+    #[test]
+    fn an_engine_that_stops_answering_is_hung_but_one_starting_up_is_not() {
+        let t = Instant::now();
+        let sec = |n| t + Duration::from_secs(n);
+        let mut w = Watchdog::new(Duration::from_secs(5), t);
+        // Starting up: never answered, for longer than the limit.
+        assert_eq!(w.observe(None, sec(9)), Verdict::Fine);
+        // Idle, answering; then silent.
+        assert_eq!(w.observe(Some(&s(0.0, 1.0, 1.0, 1.0)), sec(10)), Verdict::Fine);
+        assert_eq!(w.observe(None, sec(14)), Verdict::Fine);
+        assert_eq!(
+            w.observe(None, sec(15)),
+            Verdict::Silent {
+                running: 0.0,
+                silent: Duration::from_secs(5)
+            }
+        );
     }
 
     #[test]
