@@ -213,7 +213,11 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let r = root.path();
         assert_eq!(dir_for(r, "a"), r);
-        std::fs::write(r.join("peak.json"), r#"{"spec": "a", "peak_decode_tps": 5.5}"#).unwrap();
+        std::fs::write(
+            r.join("peak.json"),
+            r#"{"spec": "a", "peak_decode_tps": 5.5}"#,
+        )
+        .unwrap();
         assert_eq!(dir_for(r, "a"), r);
         assert_eq!(dir_for(r, "b"), r.join("b"));
         let p = peaks(r, "a").unwrap();

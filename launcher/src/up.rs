@@ -147,7 +147,10 @@ fn start_monitor(repo: &Path, logs: Option<&Path>, spec: &str) {
             dir.display()
         ),
         Ok(monitor::Started::AlreadyRunning { pid, dir }) => {
-            println!("monitor    {}/serve.log, peak.json (pid {pid}, already running)", dir.display())
+            println!(
+                "monitor    {}/serve.log, peak.json (pid {pid}, already running)",
+                dir.display()
+            )
         }
         Err(e) => eprintln!("warning: the monitor was not started: {e:#}"),
     }

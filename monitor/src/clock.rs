@@ -26,7 +26,10 @@ impl Stamp {
 
     /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, Docker's fixed-width form (sorts as text).
     pub fn rfc3339(self) -> String {
-        let (days, rem) = (self.0.div_euclid(NS * 86_400), self.0.rem_euclid(NS * 86_400));
+        let (days, rem) = (
+            self.0.div_euclid(NS * 86_400),
+            self.0.rem_euclid(NS * 86_400),
+        );
         let (y, m, d) = civil_from_days(days);
         let secs = rem / NS;
         format!(
@@ -126,7 +129,10 @@ mod tests {
         assert_eq!(t.rfc3339(), s);
         assert_eq!(t.rfc3339_secs(), "2026-11-23T17:49:57Z");
         assert_eq!(Stamp::parse("1970-01-01T00:00:01Z"), Some(Stamp(NS)));
-        assert_eq!(Stamp::parse("2000-03-01T00:00:00Z").unwrap().secs(), 951_868_800);
+        assert_eq!(
+            Stamp::parse("2000-03-01T00:00:00Z").unwrap().secs(),
+            951_868_800
+        );
     }
 
     #[test]

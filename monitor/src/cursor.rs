@@ -120,7 +120,9 @@ fn tail(path: &Path, max: u64) -> String {
     }
     let text = String::from_utf8_lossy(&buf).into_owned();
     if start > 0 {
-        text.split_once('\n').map(|(_, r)| r.to_owned()).unwrap_or_default()
+        text.split_once('\n')
+            .map(|(_, r)| r.to_owned())
+            .unwrap_or_default()
     } else {
         text
     }
@@ -150,7 +152,10 @@ mod tests {
         // A second session re-sends both earlier sessions' lines of that second.
         c.reopen();
         assert!(!c.admit(at(102, 0), "d"));
-        assert!(c.admit(at(102, 0), "d"), "a second identical line is a new line");
+        assert!(
+            c.admit(at(102, 0), "d"),
+            "a second identical line is a new line"
+        );
     }
 
     #[test]

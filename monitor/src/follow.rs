@@ -261,7 +261,7 @@ impl Follower {
         if st.death_written || found.id != prev.id {
             return Ok(());
         }
-        let death = st.death.get_or_insert_with(|| Death {
+        let death = st.death.get_or_insert(Death {
             exit_code: found.exit_code,
             oom: false,
         });

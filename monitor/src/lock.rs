@@ -56,7 +56,8 @@ impl DirLock {
             }
             Err(TryLockError::Error(e)) => return Err(Error::io("locking", &path, e)),
         }
-        file.set_len(0).map_err(|e| Error::io("writing", &path, e))?;
+        file.set_len(0)
+            .map_err(|e| Error::io("writing", &path, e))?;
         write!(file, "{}", std::process::id()).map_err(|e| Error::io("writing", &path, e))?;
         Ok(Self {
             _file: file,

@@ -37,7 +37,10 @@ impl Counters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut out = String::new();
         let mut one = |name: &str, kind: &str, help: &str, v: f64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
         };
         one(
             "hearth:monitor_restarts_seen_total",
@@ -97,12 +100,7 @@ pub async fn serve(
         "/metrics",
         get(move || {
             let c = counters.clone();
-            async move {
-                (
-                    [("content-type", "text/plain; version=0.0.4")],
-                    c.render(),
-                )
-            }
+            async move { ([("content-type", "text/plain; version=0.0.4")], c.render()) }
         }),
     );
     let task = tokio::spawn(async move {
@@ -126,7 +124,10 @@ mod tests {
         Counters::add(&c.lines_written, 5);
         c.set_peaks(12.5, 3.0);
         let text = c.render();
-        assert!(text.contains("hearth:monitor_lines_written_total 5\n"), "{text}");
+        assert!(
+            text.contains("hearth:monitor_lines_written_total 5\n"),
+            "{text}"
+        );
         assert!(text.contains("hearth:monitor_peak_prefill_tokens_per_second 12.5\n"));
         assert!(text.contains("# TYPE hearth:monitor_watchdog_actions_total counter\n"));
     }

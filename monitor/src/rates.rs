@@ -168,7 +168,9 @@ mod tests {
         let r = w.push(t + Duration::from_secs(5), &s(500.0, 50.0)).unwrap();
         assert_eq!((r.prefill, r.decode), (100.0, 10.0));
         // Old samples leave the window.
-        let r = w.push(t + Duration::from_secs(15), &s(600.0, 150.0)).unwrap();
+        let r = w
+            .push(t + Duration::from_secs(15), &s(600.0, 150.0))
+            .unwrap();
         assert_eq!((r.prefill, r.decode), (10.0, 10.0));
         // The engine restarted: counters from zero; no negative rate, the window restarts.
         assert_eq!(w.push(t + Duration::from_secs(17), &s(5.0, 1.0)), None);

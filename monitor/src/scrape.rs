@@ -49,7 +49,10 @@ pub struct Scraper {
 
 impl Scraper {
     pub async fn run(mut self) {
-        let timeout = self.cfg.interval.clamp(Duration::from_secs(1), Duration::from_secs(3));
+        let timeout = self
+            .cfg
+            .interval
+            .clamp(Duration::from_secs(1), Duration::from_secs(3));
         let http = match reqwest::Client::builder().timeout(timeout).build() {
             Ok(c) => c,
             Err(e) => {
@@ -154,7 +157,11 @@ impl Scraper {
             signal: None,
             t: Some(self.cfg.restart_grace),
         };
-        if let Err(e) = self.docker.restart_container(&found.id, Some(options)).await {
+        if let Err(e) = self
+            .docker
+            .restart_container(&found.id, Some(options))
+            .await
+        {
             tracing::error!("the watchdog could not restart {}: {e}", found.name);
         }
     }

@@ -28,9 +28,15 @@ pub struct Watchdog {
 pub enum Verdict {
     Fine,
     /// Requests running, progress counters still.
-    Hung { running: f64, stalled: Duration },
+    Hung {
+        running: f64,
+        stalled: Duration,
+    },
     /// It answered /metrics before and has not for this long.
-    Silent { running: f64, silent: Duration },
+    Silent {
+        running: f64,
+        silent: Duration,
+    },
 }
 
 impl Watchdog {
@@ -98,7 +104,10 @@ mod tests {
         let sec = |n| t + Duration::from_secs(n);
         let mut w = Watchdog::new(Duration::from_secs(10), t);
         assert_eq!(w.observe(Some(&s(1.0, 10.0, 5.0, 3.0)), t), Verdict::Fine);
-        assert_eq!(w.observe(Some(&s(1.0, 10.0, 5.0, 3.0)), sec(9)), Verdict::Fine);
+        assert_eq!(
+            w.observe(Some(&s(1.0, 10.0, 5.0, 3.0)), sec(9)),
+            Verdict::Fine
+        );
         assert_eq!(
             w.observe(Some(&s(1.0, 10.0, 5.0, 3.0)), sec(10)),
             Verdict::Hung {
@@ -107,7 +116,11 @@ mod tests {
             }
         );
         w.reset(sec(10));
-        assert_eq!(w.observe(None, sec(30)), Verdict::Fine, "nothing known after a reset");
+        assert_eq!(
+            w.observe(None, sec(30)),
+            Verdict::Fine,
+            "nothing known after a reset"
+        );
     }
 
     #[test]
@@ -130,7 +143,10 @@ mod tests {
         // Starting up: never answered, for longer than the limit.
         assert_eq!(w.observe(None, sec(9)), Verdict::Fine);
         // Idle, answering; then silent.
-        assert_eq!(w.observe(Some(&s(0.0, 1.0, 1.0, 1.0)), sec(10)), Verdict::Fine);
+        assert_eq!(
+            w.observe(Some(&s(0.0, 1.0, 1.0, 1.0)), sec(10)),
+            Verdict::Fine
+        );
         assert_eq!(w.observe(None, sec(14)), Verdict::Fine);
         assert_eq!(
             w.observe(None, sec(15)),

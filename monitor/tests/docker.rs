@@ -21,8 +21,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::{
-    docker, dump, monitor_stderr, wait_or, scratch_image, serve_log, unique, wait_for, ContainerGuard,
-    ImageGuard, Monitor,
+    docker, dump, monitor_stderr, scratch_image, serve_log, unique, wait_for, wait_or,
+    ContainerGuard, ImageGuard, Monitor,
 };
 
 const CHILD_ENV: &str = "HEARTH_MONITOR_TEST_CHILD";
@@ -70,16 +70,21 @@ fn started_at(container: &str) -> String {
 
 /// Waits until the container runs again after `before` (its previous StartedAt).
 fn wait_restarted(container: &str, before: &str, logs: &Path) -> String {
-    wait_or(Duration::from_secs(30), "the container to start again", || dump(logs), || {
-        let now = docker(&[
-            "inspect",
-            "-f",
-            "{{.State.Running}} {{.State.StartedAt}}",
-            container,
-        ]);
-        let (running, at) = now.split_once(' ')?;
-        (running == "true" && at != before).then(|| at.to_owned())
-    })
+    wait_or(
+        Duration::from_secs(30),
+        "the container to start again",
+        || dump(logs),
+        || {
+            let now = docker(&[
+                "inspect",
+                "-f",
+                "{{.State.Running}} {{.State.StartedAt}}",
+                container,
+            ]);
+            let (running, at) = now.split_once(' ')?;
+            (running == "true" && at != before).then(|| at.to_owned())
+        },
+    )
 }
 
 #[test]
@@ -110,9 +115,23 @@ fn numbered_lines_across_restarts_kills_and_crashes_are_kept_once_in_order() {
     let spec_label = format!("hearth.spec={spec}");
     let ctl_mount = format!("{}:/ctl", ctl.display());
     docker(&[
-        "run", "-d", "--name", &container, "--label", "hearth.managed=true",
-        "--label", &spec_label, "--restart", "on-failure:10", "-v", &ctl_mount,
-        "-e", &format!("{CHILD_ENV}=1"), "-e", "COUNT_MS=10", &image,
+        "run",
+        "-d",
+        "--name",
+        &container,
+        "--label",
+        "hearth.managed=true",
+        "--label",
+        &spec_label,
+        "--restart",
+        "on-failure:10",
+        "-v",
+        &ctl_mount,
+        "-e",
+        &format!("{CHILD_ENV}=1"),
+        "-e",
+        "COUNT_MS=10",
+        &image,
     ]);
     // Small files, many kept: rotation happens several times and nothing is dropped.
     let args = ["--max-size", "16k", "--keep", "200", "--hang-after", "off"];
@@ -147,12 +166,17 @@ fn numbered_lines_across_restarts_kills_and_crashes_are_kept_once_in_order() {
     pause();
     // 5. Stopped for good.
     docker(&["stop", "-t", "1", &container]);
-    wait_or(Duration::from_secs(20), "the stop marker", || dump(&logs), || {
-        serve_log(&logs)
-            .iter()
-            .any(|l| l.contains(&format!("{container} stopped: exit code 137")))
-            .then_some(())
-    });
+    wait_or(
+        Duration::from_secs(20),
+        "the stop marker",
+        || dump(&logs),
+        || {
+            serve_log(&logs)
+                .iter()
+                .any(|l| l.contains(&format!("{container} stopped: exit code 137")))
+                .then_some(())
+        },
+    );
     let status = monitor.stop();
     assert!(status.success(), "the monitor's exit on SIGTERM: {status}");
     let _ = at;
@@ -199,12 +223,16 @@ fn numbered_lines_across_restarts_kills_and_crashes_are_kept_once_in_order() {
     assert_eq!(runs.len(), 4, "four runs: {runs:?}");
     let restarts = restart_markers(&lines);
     assert_eq!(restarts.len(), 3, "{markers:#?}\n{err}");
-    assert!(restarts[0].contains("exit code 137 (SIGKILL)"), "{markers:#?}");
-    assert!(restarts[1].contains("exit code 137 (SIGKILL)"), "{markers:#?}");
+    assert!(
+        restarts[0].contains("exit code 137 (SIGKILL)"),
+        "{markers:#?}"
+    );
+    assert!(
+        restarts[1].contains("exit code 137 (SIGKILL)"),
+        "{markers:#?}"
+    );
     assert!(restarts[2].contains("exit code 3,"), "{markers:#?}");
-    assert!(markers
-        .iter()
-        .all(|m| !m.contains("OOMKilled true")));
+    assert!(markers.iter().all(|m| !m.contains("OOMKilled true")));
     // Rotated at the configured size, lines whole.
     let rotated: Vec<_> = (1..)
         .map(|n| logs.join(format!("serve.log.{n}")))
@@ -393,7 +421,10 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
 
     // 1. `hearth up` boots the engine and starts the monitor into $HEARTH_LOGS.
     let up = hearth_run(&["up", spec_arg, "--timeout", "5m"]);
-    assert!(up.contains(&format!("monitor    {}/serve.log", logs.display())), "{up}");
+    assert!(
+        up.contains(&format!("monitor    {}/serve.log", logs.display())),
+        "{up}"
+    );
     let info: serde_json::Value =
         serde_json::from_slice(&std::fs::read(logs.join("monitor.json")).unwrap()).unwrap();
     let first_pid = info["pid"].to_string();
@@ -408,23 +439,37 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
         .unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers = load(&rt, &url, 64, 3, stop.clone());
-    let p1 = wait_or(Duration::from_secs(90), "peaks in peak.json", || dump(&logs), || {
-        let p = peak_json(&logs);
-        let (pp, tg) = peak_pair(&p);
-        (pp > 0.0 && tg > 0.0 && p["peak_decode_source"].is_string()).then_some(p)
-    });
+    let p1 = wait_or(
+        Duration::from_secs(90),
+        "peaks in peak.json",
+        || dump(&logs),
+        || {
+            let p = peak_json(&logs);
+            let (pp, tg) = peak_pair(&p);
+            (pp > 0.0 && tg > 0.0 && p["peak_decode_source"].is_string()).then_some(p)
+        },
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in workers {
         let _ = rt.block_on(w);
     }
     let (pp1, tg1) = peak_pair(&peak_json(&logs));
     assert_eq!(p1["spec"], name.as_str(), "{p1}");
-    assert!(p1["spec_hash"].as_str().is_some_and(|h| h.len() >= 12), "{p1}");
+    assert!(
+        p1["spec_hash"].as_str().is_some_and(|h| h.len() >= 12),
+        "{p1}"
+    );
     assert!(p1["engine_version"].is_string(), "{p1}");
     let status = hearth_run(&["status"]);
-    let row = status.lines().find(|l| l.starts_with(&container)).unwrap_or_default();
+    let row = status
+        .lines()
+        .find(|l| l.starts_with(&container))
+        .unwrap_or_default();
     assert!(row.contains(" pp ") && row.contains(" tg "), "{status}");
-    eprintln!("peaks pp {pp1} tg {tg1}: {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "peaks pp {pp1} tg {tg1}: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
 
     // 3. An engine restart: counted, peaks kept.
     let before = started_at(&container);
@@ -433,11 +478,17 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
     wait_for(Duration::from_secs(120), "the engine ready again", || {
         get(&rt, &format!("{url}/ready"))
     });
-    wait_or(Duration::from_secs(20), "the restart in peak.json", || dump(&logs), || {
-        (peak_json(&logs)["restarts"].as_u64() >= Some(1)).then_some(())
-    });
+    wait_or(
+        Duration::from_secs(20),
+        "the restart in peak.json",
+        || dump(&logs),
+        || (peak_json(&logs)["restarts"].as_u64() >= Some(1)).then_some(()),
+    );
     let (pp, tg) = peak_pair(&peak_json(&logs));
-    assert!(pp >= pp1 && tg >= tg1, "peaks went down after an engine restart");
+    assert!(
+        pp >= pp1 && tg >= tg1,
+        "peaks went down after an engine restart"
+    );
 
     // 4. A monitor restart: the new one reads peak.json back; peaks never go down.
     let status = std::process::Command::new("kill")
@@ -449,7 +500,10 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
         (!pid_alive(&first_pid)).then_some(())
     });
     drop(first_guard);
-    assert!(!logs.join("monitor.json").exists(), "monitor.json outlived the monitor");
+    assert!(
+        !logs.join("monitor.json").exists(),
+        "monitor.json outlived the monitor"
+    );
     let args = ["--hang-after", "8s", "--restart-grace", "2"];
     let monitor = Monitor::start(&name, &logs, &args);
     std::thread::sleep(Duration::from_secs(3));
@@ -461,7 +515,10 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
         let _ = rt.block_on(w);
     }
     let (pp, tg) = peak_pair(&peak_json(&logs));
-    assert!(pp >= pp1 && tg >= tg1, "peaks went down after a monitor restart");
+    assert!(
+        pp >= pp1 && tg >= tg1,
+        "peaks went down after a monitor restart"
+    );
 
     // 5. The watchdog: a request runs, the engine is stopped (SIGSTOP); within the hang time
     //    plus a few scrapes, diagnostics are saved and the container restarted.
@@ -488,7 +545,10 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("watchdog-")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("watchdog-"))
+        })
         .unwrap_or_else(|| panic!("no watchdog bundle\n{}", dump(&logs)));
     for f in ["reason.txt", "log-tail.txt", "metrics.txt", "inspect.json"] {
         let text = std::fs::read_to_string(bundle.join(f)).unwrap_or_default();
@@ -498,24 +558,40 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
     // Hung with the request running, or silent (SIGSTOP stops /metrics too) after it was seen.
     assert!(reason.starts_with("watchdog: "), "{reason}");
     let metrics = std::fs::read_to_string(bundle.join("metrics.txt")).unwrap();
-    assert!(metrics.contains("vllm:generation_tokens_total"), "{metrics}");
+    assert!(
+        metrics.contains("vllm:generation_tokens_total"),
+        "{metrics}"
+    );
     let inspect = std::fs::read_to_string(bundle.join("inspect.json")).unwrap();
     assert!(inspect.contains(&container), "inspect.json");
-    wait_for(Duration::from_secs(120), "the engine ready after the watchdog", || {
-        get(&rt, &format!("{url}/ready"))
-    });
+    wait_for(
+        Duration::from_secs(120),
+        "the engine ready after the watchdog",
+        || get(&rt, &format!("{url}/ready")),
+    );
     for w in workers {
         rt.block_on(async { drop(tokio::time::timeout(Duration::from_secs(5), w).await) });
     }
-    wait_or(Duration::from_secs(10), "the watchdog in peak.json", || dump(&logs), || {
-        (peak_json(&logs)["watchdog_restarts"].as_u64() == Some(1)).then_some(())
-    });
+    wait_or(
+        Duration::from_secs(10),
+        "the watchdog in peak.json",
+        || dump(&logs),
+        || (peak_json(&logs)["watchdog_restarts"].as_u64() == Some(1)).then_some(()),
+    );
     let p = peak_json(&logs);
     assert!(p["restarts"].as_u64() >= Some(2), "{p}");
     let lines = serve_log(&logs);
-    assert!(lines.iter().any(|l| l.contains("[hearth-monitor] watchdog: ")), "{}", dump(&logs));
     assert!(
-        lines.iter().any(|l| l.contains("restart #") && l.contains(&restarted)),
+        lines
+            .iter()
+            .any(|l| l.contains("[hearth-monitor] watchdog: ")),
+        "{}",
+        dump(&logs)
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("restart #") && l.contains(&restarted)),
         "{}",
         dump(&logs)
     );
@@ -524,7 +600,10 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
 
     // 6. `hearth down` removes the container and stops the monitor.
     let down = hearth_run(&["down", spec_arg]);
-    assert!(down.contains(&format!("stopped the monitor of {name}")), "{down}");
+    assert!(
+        down.contains(&format!("stopped the monitor of {name}")),
+        "{down}"
+    );
     let status = monitor.stop();
     assert!(status.success(), "the monitor's exit: {status}");
     eprintln!("total {:.1} s", t0.elapsed().as_secs_f64());

@@ -54,7 +54,11 @@ fn every_dashboard_query_names_an_exported_metric() {
     assert!(panels.len() >= 8);
     let mut seen = 0;
     for p in panels {
-        assert_eq!(p["datasource"]["uid"], "hearth-prometheus", "{}", p["title"]);
+        assert_eq!(
+            p["datasource"]["uid"], "hearth-prometheus",
+            "{}",
+            p["title"]
+        );
         for t in p["targets"].as_array().unwrap() {
             let expr = t["expr"].as_str().unwrap();
             for name in metric_names(expr) {
@@ -81,7 +85,10 @@ fn compose_mounts_the_observability_files_that_exist() {
         "monitor/grafana/provisioning",
         "monitor/grafana/dashboards",
     ] {
-        assert!(compose.contains(&format!("./{rel}:")), "{rel} is not mounted");
+        assert!(
+            compose.contains(&format!("./{rel}:")),
+            "{rel} is not mounted"
+        );
         assert!(repo().join(rel).exists(), "{rel} is missing");
     }
     assert!(compose.contains("- observability"));

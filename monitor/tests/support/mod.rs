@@ -80,7 +80,13 @@ impl Drop for ImageGuard {
     fn drop(&mut self) {
         let filter = format!("reference={}*", self.0);
         let out = Command::new("docker")
-            .args(["images", "--filter", &filter, "--format", "{{.Repository}}:{{.Tag}}"])
+            .args([
+                "images",
+                "--filter",
+                &filter,
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+            ])
             .output();
         if let Ok(out) = out {
             for image in String::from_utf8_lossy(&out.stdout).lines() {
@@ -95,9 +101,12 @@ impl Drop for ImageGuard {
 pub fn scratch_image(tag: &str, binary: &Path, args: &[&str]) {
     let ctx = tempfile::tempdir().expect("a temporary directory");
     let rootfs = ctx.path().join("rootfs");
-    std::fs::create_dir_all(&rootfs).unwrap();
+    std::fs::create_dir_all(&rootfs).expect("creating rootfs/");
     std::fs::copy(binary, rootfs.join("t")).expect("copying the binary");
-    let ldd = Command::new("ldd").arg(binary).output().expect("running ldd");
+    let ldd = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .expect("running ldd");
     for line in String::from_utf8_lossy(&ldd.stdout).lines() {
         // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` or `/lib64/ld-linux... (0x...)`
         let path = line
@@ -107,7 +116,8 @@ pub fn scratch_image(tag: &str, binary: &Path, args: &[&str]) {
             .filter(|p| p.starts_with('/'));
         if let Some(p) = path {
             let dest = rootfs.join(p.trim_start_matches('/'));
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            let parent = dest.parent().expect("a library path has a directory");
+            std::fs::create_dir_all(parent).expect("creating a library directory");
             std::fs::copy(p, &dest).unwrap_or_else(|e| panic!("copying {p}: {e}"));
         }
     }
@@ -117,10 +127,14 @@ pub fn scratch_image(tag: &str, binary: &Path, args: &[&str]) {
         .collect();
     std::fs::write(
         ctx.path().join("Dockerfile"),
-        format!("FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [{}]\n", entry.join(", ")),
+        format!(
+            "FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [{}]\n",
+            entry.join(", ")
+        ),
     )
-    .unwrap();
-    docker(&["build", "-q", "-t", tag, ctx.path().to_str().unwrap()]);
+    .expect("writing the Dockerfile");
+    let dir = ctx.path().to_str().expect("temporary paths are UTF-8");
+    docker(&["build", "-q", "-t", tag, dir]);
 }
 
 /// The monitor binary of this build.
@@ -137,7 +151,7 @@ pub struct Monitor {
 impl Monitor {
     pub fn start(spec: &str, logs: &Path, extra: &[&str]) -> Self {
         let child = Command::new(monitor_bin())
-            .args(["--spec", spec, "--logs", logs.to_str().unwrap()])
+            .args(["--spec", spec, "--logs", logs.to_str().expect("UTF-8 path")])
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .env("RUST_LOG", "hearth_monitor=debug,warn")
@@ -147,7 +161,7 @@ impl Monitor {
                     .create(true)
                     .append(true)
                     .open(logs.with_extension("monitor-stderr"))
-                    .unwrap(),
+                    .expect("opening the monitor's stderr file"),
             )
             .spawn()
             .expect("starting hearth-monitor");
