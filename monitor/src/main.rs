@@ -56,8 +56,10 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "hearth_monitor=info,warn".into()),

@@ -608,3 +608,125 @@ fn a_real_engine_peaks_survive_restarts_and_the_watchdog_restarts_a_stopped_engi
     assert!(status.success(), "the monitor's exit: {status}");
     eprintln!("total {:.1} s", t0.elapsed().as_secs_f64());
 }
+
+/// `docker compose` (v2 plugin) or `docker-compose` (v1), whichever this host has.
+fn compose() -> std::process::Command {
+    let v2 = std::process::Command::new("docker")
+        .args(["compose", "version"])
+        .output();
+    if v2.is_ok_and(|o| o.status.success()) {
+        let mut c = std::process::Command::new("docker");
+        c.arg("compose");
+        c
+    } else {
+        std::process::Command::new("docker-compose")
+    }
+}
+
+/// Runs `compose down` for a project on drop.
+struct ComposeGuard {
+    file: std::path::PathBuf,
+    project: String,
+}
+
+impl Drop for ComposeGuard {
+    fn drop(&mut self) {
+        let _ = compose()
+            .arg("-f")
+            .arg(&self.file)
+            .args(["-p", &self.project, "down", "-t", "5"])
+            .output();
+    }
+}
+
+#[test]
+#[ignore = "needs Docker's compose and the release build of hearth: tests/run.sh runs it with --ignored"]
+fn the_compose_monitor_service_follows_the_engine_from_its_image() {
+    let t0 = Instant::now();
+    let hearth = support::monitor_bin().with_file_name("hearth");
+    assert!(hearth.is_file(), "{} is not built", hearth.display());
+    let name = unique("compose");
+    let image = format!("hearth-engine:{}", unique("imgc"));
+    let _image_guard = ImageGuard(image.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = tmp.path().join("logs");
+    let text = std::fs::read_to_string(support::repo().join("specs/default.yaml")).unwrap();
+    let spec = tmp.path().join("spec.yaml");
+    std::fs::write(
+        &spec,
+        text.replace("name: smollm2-135m\n", &format!("name: {name}\n"))
+            .replace("image: hearth-engine:cpu\n", &format!("image: {image}\n")),
+    )
+    .unwrap();
+    let file = tmp.path().join("compose.yaml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for args in [
+        vec!["build", spec.to_str().unwrap()],
+        vec!["compose", spec.to_str().unwrap(), "-o", file.to_str().unwrap()],
+    ] {
+        let out = std::process::Command::new(&hearth)
+            .args(&args)
+            .current_dir(support::repo())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "hearth {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let project = unique("compose");
+    let _compose_guard = ComposeGuard {
+        file: file.clone(),
+        project: project.clone(),
+    };
+    let up = compose()
+        .arg("-f")
+        .arg(&file)
+        .args(["-p", &project, "up", "-d", "engine", "monitor"])
+        .current_dir(tmp.path())
+        .env("PORT", &port)
+        .env("HEARTH_LOGS", &logs)
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "compose up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let monitor = format!("hearth-{name}-monitor");
+    let context = || {
+        let out = std::process::Command::new("docker")
+            .args(["logs", "--tail", "30", &monitor])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_default();
+        let tail: Vec<String> = serve_log(&logs).into_iter().rev().take(15).collect();
+        format!("monitor container log:\n{out}\nserve.log (newest first):\n{}", tail.join("\n"))
+    };
+    // The engine's own startup lines reach serve.log, and peak.json knows the deployment.
+    wait_or(Duration::from_secs(120), "engine lines in serve.log", context, || {
+        let lines = serve_log(&logs);
+        let following = lines.iter().any(|l| l.contains("[hearth-monitor] following"));
+        let engine = lines.iter().any(|l| l.contains("phase: ready, serving HTTP"));
+        (following && engine).then_some(())
+    });
+    wait_or(Duration::from_secs(30), "peak.json", context, || {
+        (peak_json(&logs)["spec"] == name.as_str()).then_some(())
+    });
+    let stop = compose()
+        .arg("-f")
+        .arg(&file)
+        .args(["-p", &project, "stop", "-t", "5", "monitor"])
+        .output()
+        .unwrap();
+    assert!(stop.status.success());
+    let exit = docker(&["inspect", "-f", "{{.State.ExitCode}}", &monitor]);
+    assert_eq!(exit, "0", "the monitor's exit on SIGTERM\n{}", context());
+    eprintln!("compose: {:.1} s", t0.elapsed().as_secs_f64());
+}
