@@ -1,7 +1,7 @@
 //! `hearth-monitor`: follows a Hearth engine container (found by its hearth labels) into
 //! logs/serve.log and logs/peak.json, and restarts it when it hangs. Started by `hearth up` as a
 //! background host process, or as the `monitor` service of compose.yaml. SIGTERM or Ctrl-C:
-//! finish writing, exit 0.
+//! finish writing, exit 0. SIGHUP (its terminal closing) is ignored.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -107,6 +107,9 @@ fn try_main(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
+        // Started in the background by `hearth up`: the terminal it came from may close.
+        // A handler that is never polled keeps SIGHUP from ending the monitor.
+        let _hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
         let stop = async {
             let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
             match term {

@@ -21,7 +21,7 @@ use crate::follow::Msg;
 use crate::metrics::Counters;
 use crate::peaks::{PeakHandle, Source};
 use crate::rates::{RateWindow, Sample};
-use crate::watchdog::{Verdict, Watchdog};
+use crate::watchdog::Watchdog;
 
 /// The scraper's settings (from the command line).
 #[derive(Debug, Clone)]
@@ -94,10 +94,7 @@ impl Scraper {
             else {
                 continue;
             };
-            let text = match http.get(format!("{url}/metrics")).send().await {
-                Ok(r) if r.status().is_success() => r.text().await.ok(),
-                _ => None,
-            };
+            let text = scrape(&http, &url).await;
             if text.is_none() {
                 Counters::add(&self.counters.scrape_failures, 1);
             }
@@ -113,19 +110,7 @@ impl Scraper {
             if self.cfg.hang_after.is_none() {
                 continue;
             }
-            let reason = match dog.observe(sample.as_ref(), now) {
-                Verdict::Fine => None,
-                Verdict::Hung { running, stalled } => Some(format!(
-                    "watchdog: {running} request(s) running and no progress (prompt tokens, \
-                     generated tokens, engine steps) for {} s",
-                    stalled.as_secs()
-                )),
-                Verdict::Silent { running, silent } => Some(format!(
-                    "watchdog: the engine has not answered /metrics for {} s ({running} \
-                     request(s) running when it last did)",
-                    silent.as_secs()
-                )),
-            };
+            let reason = dog.observe(sample.as_ref(), now).reason();
             if let Some(reason) = reason {
                 self.act(&found, &reason, last_metrics.as_ref()).await;
                 dog.reset(Instant::now());
@@ -164,5 +149,13 @@ impl Scraper {
         {
             tracing::error!("the watchdog could not restart {}: {e}", found.name);
         }
+    }
+}
+
+/// The engine's /metrics text; None when it does not answer 200 in time.
+async fn scrape(http: &reqwest::Client, url: &str) -> Option<String> {
+    match http.get(format!("{url}/metrics")).send().await {
+        Ok(r) if r.status().is_success() => r.text().await.ok(),
+        _ => None,
     }
 }

@@ -39,6 +39,25 @@ pub enum Verdict {
     },
 }
 
+impl Verdict {
+    /// What the watchdog writes down before it acts; None when there is nothing to do.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Verdict::Fine => None,
+            Verdict::Hung { running, stalled } => Some(format!(
+                "watchdog: {running} request(s) running and no progress (prompt tokens, \
+                 generated tokens, engine steps) for {} s",
+                stalled.as_secs()
+            )),
+            Verdict::Silent { running, silent } => Some(format!(
+                "watchdog: the engine has not answered /metrics for {} s ({running} request(s) \
+                 running when it last did)",
+                silent.as_secs()
+            )),
+        }
+    }
+}
+
 impl Watchdog {
     pub fn new(hang_after: Duration, now: Instant) -> Self {
         Self {

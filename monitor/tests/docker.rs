@@ -667,7 +667,12 @@ fn the_compose_monitor_service_follows_the_engine_from_its_image() {
         .to_string();
     for args in [
         vec!["build", spec.to_str().unwrap()],
-        vec!["compose", spec.to_str().unwrap(), "-o", file.to_str().unwrap()],
+        vec![
+            "compose",
+            spec.to_str().unwrap(),
+            "-o",
+            file.to_str().unwrap(),
+        ],
     ] {
         let out = std::process::Command::new(&hearth)
             .args(&args)
@@ -707,15 +712,27 @@ fn the_compose_monitor_service_follows_the_engine_from_its_image() {
             .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
             .unwrap_or_default();
         let tail: Vec<String> = serve_log(&logs).into_iter().rev().take(15).collect();
-        format!("monitor container log:\n{out}\nserve.log (newest first):\n{}", tail.join("\n"))
+        format!(
+            "monitor container log:\n{out}\nserve.log (newest first):\n{}",
+            tail.join("\n")
+        )
     };
     // The engine's own startup lines reach serve.log, and peak.json knows the deployment.
-    wait_or(Duration::from_secs(120), "engine lines in serve.log", context, || {
-        let lines = serve_log(&logs);
-        let following = lines.iter().any(|l| l.contains("[hearth-monitor] following"));
-        let engine = lines.iter().any(|l| l.contains("phase: ready, serving HTTP"));
-        (following && engine).then_some(())
-    });
+    wait_or(
+        Duration::from_secs(120),
+        "engine lines in serve.log",
+        context,
+        || {
+            let lines = serve_log(&logs);
+            let following = lines
+                .iter()
+                .any(|l| l.contains("[hearth-monitor] following"));
+            let engine = lines
+                .iter()
+                .any(|l| l.contains("phase: ready, serving HTTP"));
+            (following && engine).then_some(())
+        },
+    );
     wait_or(Duration::from_secs(30), "peak.json", context, || {
         (peak_json(&logs)["spec"] == name.as_str()).then_some(())
     });
