@@ -91,6 +91,8 @@ struct State {
     death: Option<Death>,
     death_written: bool,
     waiting_said: bool,
+    /// Whether this process has followed a run yet (its first one gets a marker).
+    resumed: bool,
 }
 
 impl Follower {
@@ -123,7 +125,16 @@ impl Follower {
             st.waiting_said = false;
             self.peaks.identify(found.identity());
             let new_run = match self.followed.clone() {
-                Some(prev) if prev.same_run(&found) => false,
+                Some(prev) if prev.same_run(&found) => {
+                    if !st.resumed {
+                        self.marker(&format!(
+                            "monitor started; resuming {} ({}) where serve.log ends",
+                            found.name,
+                            found.short_id()
+                        ))?;
+                    }
+                    false
+                }
                 Some(prev) => {
                     self.restarted(&prev, &found, &mut st).await?;
                     true
@@ -142,6 +153,7 @@ impl Follower {
                 st.death = None;
                 st.death_written = false;
             }
+            st.resumed = true;
             self.followed = Some(found.clone());
             match self.stream(&found, &mut st).await? {
                 Flow::Shutdown => return Ok(()),

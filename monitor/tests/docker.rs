@@ -239,6 +239,12 @@ fn numbered_lines_across_restarts_kills_and_crashes_are_kept_once_in_order() {
     );
     assert!(restarts[2].contains("exit code 3,"), "{markers:#?}");
     assert!(markers.iter().all(|m| !m.contains("OOMKilled true")));
+    assert!(
+        markers
+            .iter()
+            .any(|m| m.contains("monitor started; resuming")),
+        "{markers:#?}"
+    );
     // Rotated at the configured size, lines whole.
     let rotated: Vec<_> = (1..)
         .map(|n| logs.join(format!("serve.log.{n}")))
