@@ -52,7 +52,7 @@ fn monitor(spec: &ResolvedSpec, port: &str) -> Value {
             "--listen",
             &listen,
             "--hang-after",
-            "${HEARTH_HANG_AFTER:-120s}",
+            "${HEARTH_MONITOR_HANG_AFTER:-120s}",
         ]),
     );
     // The Docker socket belongs to root.
