@@ -32,6 +32,9 @@ pub enum Error {
     Locked { dir: PathBuf, pid: String },
     #[error("{0}")]
     Usage(String),
+    /// A task of the monitor ended abnormally (a panic): a bug.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {

@@ -132,5 +132,5 @@ pub async fn run(
     // Every handle is gone now; the record's owner writes its last change and ends.
     let _ = peak_task.await;
     drop(lock);
-    followed.unwrap_or_else(|e| Err(Error::Usage(format!("the log follower failed: {e}"))))
+    followed.unwrap_or_else(|e| Err(Error::Internal(format!("the log follower: {e}"))))
 }
