@@ -1,6 +1,7 @@
 # Hearth engine, CPU image: nothing to pull. `hearth up` sends this file with a build context it
 # makes in memory: rootfs/ holds the engine built on the host (target/release/hearth-engine) at
-# /usr/local/bin and the shared libraries it links (libc, libm, libgcc_s and the dynamic loader,
+# /usr/local/bin, the monitor (hearth-monitor, which compose's monitor service runs from this
+# image) beside it when it is built, and the shared libraries they link (libc, libm, libgcc_s and the dynamic loader,
 # as ldd lists them) at their own paths, plus an empty /tmp. The model and the spec are
 # bind-mounted read-only at run time; the engine needs no Python, pip or network inside.
 FROM scratch

@@ -26,11 +26,14 @@ WORKDIR /src
 COPY . .
 # The fatbin covers sm_80 (PTX) to sm_120a; see engine/kernels/build.rs.
 RUN cargo build --release --locked -p hearth-server --bin hearth-engine --features cuda \
-    && install -m 0755 target/release/hearth-engine /usr/local/bin/hearth-engine
+    && cargo build --release --locked -p hearth-monitor --bin hearth-monitor \
+    && install -m 0755 target/release/hearth-engine target/release/hearth-monitor /usr/local/bin/
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU}
 # The runtime image brings libcudart, cuBLAS/cuBLASLt and NCCL, which the engine loads.
 COPY --from=build /usr/local/bin/hearth-engine /usr/local/bin/hearth-engine
+# The monitor sidecar; compose's monitor service runs it from this image.
+COPY --from=build /usr/local/bin/hearth-monitor /usr/local/bin/hearth-monitor
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin hearth \
     && mkdir -p /etc/hearth
 USER 10001:10001

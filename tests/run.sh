@@ -33,8 +33,8 @@ cargo test --release --workspace --all-features
 step "end to end: the engine binary"
 HEARTH_E2E_PYTHON="$CACHE/venv-e2e/bin/python" tests/e2e.sh
 
-step "end to end: ./launch in Docker (hearth up/down against the real daemon, compose, hadolint)"
-# The same build as above (same profile and features; --test docker only exists in the
-# launcher); these tests are #[ignore]d in the plain test run, which has no Docker requirement.
-HEARTH_HADOLINT="$CACHE/venv-lint/bin/hadolint" \
+step "end to end in Docker: ./launch (hearth up/down, compose, hadolint) and the monitor (serve.log across restarts, peak.json, watchdog, promtool)"
+# The same build as above (same profile and features; --test docker exists in the launcher and
+# the monitor); these tests are #[ignore]d in the plain test run, which has no Docker requirement.
+HEARTH_HADOLINT="$CACHE/venv-lint/bin/hadolint" HEARTH_PROMTOOL="$CACHE/promtool/usr/bin/promtool" \
     cargo test --release --workspace --all-features --test docker -- --ignored --test-threads=1

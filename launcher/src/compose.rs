@@ -5,7 +5,8 @@
 //!
 //! compose.yaml at the repository root is this command's output for specs/default.yaml; a
 //! test keeps the two equal. Compose cannot build the CPU image (it carries the host-built
-//! engine) nor fetch `pip:` models, so `hearth build` comes first.
+//! engine) nor fetch `pip:` models, so `hearth build` comes first. The monitor and the
+//! observability services come from compose_sidecars.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ use serde_yaml::{Mapping, Value};
 use crate::image::wants_gpus;
 use crate::mounts::{CACHE_IN_CONTAINER, HF_HUB_IN_CONTAINER, SPEC_IN_CONTAINER};
 use crate::plan::{container_name, STOP_TIMEOUT_SECS};
-use crate::{env, labels, load, repo};
+use crate::{compose_sidecars, env, labels, load, repo};
 
 #[derive(Debug, Args)]
 pub struct ComposeArgs {
@@ -167,6 +168,9 @@ pub fn generate(spec: &ResolvedSpec, raw: &str, spec_path: &str) -> anyhow::Resu
 
     let mut services = Mapping::new();
     services.insert("engine".into(), Value::Mapping(svc));
+    for (name, service) in compose_sidecars::services(spec, &port) {
+        services.insert(name.into(), service);
+    }
     let mut root = Mapping::new();
     root.insert("services".into(), Value::Mapping(services));
     let body = serde_yaml::to_string(&Value::Mapping(root)).context("rendering YAML")?;
@@ -184,7 +188,8 @@ fn header(spec_path: &str) -> String {
          # (it carries the host-built engine) nor fetch pip: models. Values come from the\n\
          # environment and .env (see .env.example), as for ./launch; SPEC may name another\n\
          # spec of the same kind (CPU or GPU), else regenerate for it.\n\
-         # The monitor sidecar joins as a second service when it lands (issue 7).\n"
+         # The monitor service follows the engine into ${{HEARTH_LOGS:-./logs}} (serve.log,\n\
+         # peak.json, hang watchdog); `--profile observability` adds Prometheus and Grafana.\n"
     )
 }
 

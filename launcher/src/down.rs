@@ -1,5 +1,6 @@
 //! `hearth down [SPEC]`: stop (SIGTERM, the engine drains for up to 30 s) and remove a
 //! deployment's container; `--all` every Hearth container; `--images` also the images they ran.
+//! The deployment's monitor sidecar (started by `up`) is stopped too.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use bollard::Docker;
 use clap::Args;
 
 use crate::docker::is_not_found;
-use crate::{container, labels};
+use crate::{container, labels, monitor};
 use crate::{load, repo};
 
 #[derive(Debug, Args)]
@@ -32,13 +33,19 @@ pub async fn run(repo: Option<PathBuf>, a: DownArgs) -> anyhow::Result<ExitCode>
         let repo = repo::find(repo.as_deref())?;
         Some(load::spec(&repo::spec_path(&repo, a.spec.as_deref()))?.name)
     };
+    let logs = monitor::logs_root(None, repo::find(repo.as_deref()).ok().as_deref());
     let docker = crate::docker::connect()
         .await
         .map_err(|p| crate::problem::Problems::one("down", p))?;
     let found = container::list(&docker, spec_name.as_deref()).await?;
     if found.is_empty() {
         match &spec_name {
-            Some(n) => println!("no deployment of spec {n} is running; nothing to do"),
+            Some(n) => {
+                if let Some(pid) = monitor::stop(&logs, n) {
+                    println!("stopped the monitor of {n} (pid {pid})");
+                }
+                println!("no deployment of spec {n} is running; nothing to do")
+            }
             None => println!("no Hearth deployments on this Docker host; nothing to do"),
         }
         return Ok(ExitCode::SUCCESS);
@@ -48,6 +55,11 @@ pub async fn run(repo: Option<PathBuf>, a: DownArgs) -> anyhow::Result<ExitCode>
         eprintln!("stopping and removing {name}");
         container::remove(&docker, &name).await?;
         println!("removed container {name}");
+        if let Some(spec) = container::summary_label(c, labels::SPEC) {
+            if let Some(pid) = monitor::stop(&logs, &spec) {
+                println!("stopped the monitor of {spec} (pid {pid})");
+            }
+        }
         if a.images {
             if let Some(image) = c.image.as_deref() {
                 let alias = container::summary_label(c, labels::IMAGE_NAME);

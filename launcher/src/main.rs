@@ -12,6 +12,7 @@ mod build;
 mod chat;
 mod client;
 mod compose;
+mod compose_sidecars;
 mod container;
 mod docker;
 mod down;
@@ -23,6 +24,7 @@ mod image;
 mod labels;
 mod load;
 mod logs;
+mod monitor;
 mod mounts;
 mod phase;
 mod plan;
@@ -96,7 +98,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Up(a) => up::run(repo, a).await,
             Command::Down(a) => down::run(repo, a).await,
-            Command::Status(a) => status::run(a).await,
+            Command::Status(a) => status::run(repo, a).await,
             Command::Logs(a) => logs::run(repo, a).await,
             Command::Chat(a) => chat::run(repo, a).await,
             Command::Bench(a) => bench::run(repo, a).await,

@@ -1,7 +1,9 @@
 //! `hearth status`: every Hearth deployment on this Docker host, with its spec, state, uptime,
-//! restart count, readiness (asked over HTTP), endpoint and model. Several specs with their own
-//! names and ports run side by side; this lists them all.
+//! restart count, readiness (asked over HTTP), endpoint, model and the peak prefill / decode
+//! throughput its monitor recorded (logs/peak.json). Several specs with their own names and
+//! ports run side by side; this lists them all.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use bollard::models::ContainerSummaryStateEnum;
 use clap::Args;
 
 use crate::container::{self, summary_label, summary_name};
-use crate::labels;
+use crate::{labels, monitor, repo};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {}
@@ -24,9 +26,11 @@ struct Row {
     ready: String,
     endpoint: String,
     model: String,
+    peak: String,
 }
 
-pub async fn run(_: StatusArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(repo: Option<PathBuf>, _: StatusArgs) -> anyhow::Result<ExitCode> {
+    let logs = monitor::logs_root(None, repo::find(repo.as_deref()).ok().as_deref());
     let docker = crate::docker::connect()
         .await
         .map_err(|p| crate::problem::Problems::one("status", p))?;
@@ -66,6 +70,9 @@ pub async fn run(_: StatusArgs) -> anyhow::Result<ExitCode> {
             ready,
             endpoint,
             model: summary_label(c, labels::SERVED_MODEL).unwrap_or_default(),
+            peak: summary_label(c, labels::SPEC)
+                .and_then(|s| monitor::peaks(&logs, &s))
+                .map_or("-".into(), |p| p.short()),
         });
     }
     print!("{}", table(&rows));
@@ -80,9 +87,10 @@ fn table(rows: &[Row]) -> String {
         "READY",
         "ENDPOINT",
         "MODEL",
+        "PEAK",
         "SPEC",
     ];
-    let cells: Vec<[&str; 7]> = rows
+    let cells: Vec<[&str; 8]> = rows
         .iter()
         .map(|r| {
             [
@@ -92,6 +100,7 @@ fn table(rows: &[Row]) -> String {
                 &r.ready,
                 &r.endpoint,
                 &r.model,
+                &r.peak,
                 &r.spec,
             ]
         })
@@ -129,6 +138,7 @@ mod tests {
             ready: ready.into(),
             endpoint: "http://127.0.0.1:8000".into(),
             model: "smol".into(),
+            peak: "pp 10.0 tg 2.0 tok/s".into(),
         };
         let t = table(&[row("hearth-a", "yes"), row("hearth-bb", "no (503)")]);
         let lines: Vec<&str> = t.lines().collect();

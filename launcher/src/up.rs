@@ -1,9 +1,10 @@
 //! `hearth up [SPEC]` (what `./launch` runs): spec and `.env` -> preflight -> image (built or
-//! reused) -> container (created, reused or replaced) -> readiness -> smoke test -> READY.
+//! reused) -> container (created, reused or replaced) -> readiness -> smoke test -> READY ->
+//! the monitor sidecar started in the background (unless --no-monitor).
 //! Exits 0 with the container running; 2 on spec or preflight problems (nothing created);
 //! 1 when the deployment itself fails (build error, engine exit, readiness timeout, smoke test).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,7 +16,7 @@ use crate::container::{self, Action, Existing};
 use crate::image::{self, ImagePlan, Outcome};
 use crate::plan::Plan;
 use crate::ready::{self, NotReady};
-use crate::{duration, env, load, mounts, preflight, repo, smoke};
+use crate::{duration, env, load, monitor, mounts, preflight, repo, smoke};
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -28,6 +29,12 @@ pub struct UpArgs {
     /// How long to wait for the engine to be ready: 90s, 20m, 1h.
     #[arg(long, default_value = "20m", value_parser = duration::parse)]
     pub timeout: Duration,
+    /// Do not start the monitor sidecar (logs/serve.log, logs/peak.json, hang watchdog).
+    #[arg(long)]
+    pub no_monitor: bool,
+    /// Where the monitor writes serve.log and peak.json (default: logs/ in the repository).
+    #[arg(long, env = "HEARTH_LOGS")]
+    pub logs: Option<PathBuf>,
 }
 
 pub async fn run(repo: Option<PathBuf>, a: UpArgs) -> anyhow::Result<ExitCode> {
@@ -63,6 +70,11 @@ pub async fn run(repo: Option<PathBuf>, a: UpArgs) -> anyhow::Result<ExitCode> {
             plan.image.tag
         );
         println!("would    {}", describe_action(&action, &plan.container));
+        if !a.no_monitor {
+            let root = monitor::logs_root(a.logs.as_deref(), Some(&repo));
+            let dir = monitor::dir_for(&root, &plan.spec.name);
+            println!("would    start the monitor into {}", dir.display());
+        }
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -119,8 +131,29 @@ pub async fn run(repo: Option<PathBuf>, a: UpArgs) -> anyhow::Result<ExitCode> {
         engine: engine_time,
     };
     print!("{}", banner.render());
-    eprintln!("(the monitor sidecar is not part of this build yet: issue 7)");
+    if !a.no_monitor {
+        start_monitor(&repo, a.logs.as_deref(), &plan.spec.name);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the monitor in the background; a monitor that cannot start is a warning, not a
+/// failed deployment (the engine is up and serving).
+fn start_monitor(repo: &Path, logs: Option<&Path>, spec: &str) {
+    let root = monitor::logs_root(logs, Some(repo));
+    match monitor::start(&monitor::binary(repo), &root, spec) {
+        Ok(monitor::Started::New { pid, dir }) => println!(
+            "monitor    {}/serve.log, peak.json (pid {pid}; `hearth down` stops it)",
+            dir.display()
+        ),
+        Ok(monitor::Started::AlreadyRunning { pid, dir }) => {
+            println!(
+                "monitor    {}/serve.log, peak.json (pid {pid}, already running)",
+                dir.display()
+            )
+        }
+        Err(e) => eprintln!("warning: the monitor was not started: {e:#}"),
+    }
 }
 
 fn describe_action(action: &Action, name: &str) -> String {

@@ -3,7 +3,9 @@
 //! sha256 is the content hash of everything the image is built from: same hash, same image.
 //!
 //! - CPU: `Dockerfile` (images/cpu.Dockerfile) and `rootfs/`: the host-built engine at
-//!   /usr/local/bin/hearth-engine, the shared libraries it links at their paths, an empty /tmp.
+//!   /usr/local/bin/hearth-engine, the host-built monitor beside it when it is built (compose's
+//!   monitor service runs it from this image), the shared libraries they link at their paths,
+//!   an empty /tmp.
 //! - CUDA: `Dockerfile` (images/cuda.Dockerfile) and the workspace sources it builds from.
 
 use std::collections::BTreeMap;
@@ -75,15 +77,23 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The CPU image's context: the Dockerfile, the engine binary and its shared libraries.
+/// The CPU image's context: the Dockerfile, the engine binary (and the monitor's, from the
+/// same build, when it is there) and their shared libraries.
 pub fn cpu(repo: &Path, engine: &Path) -> anyhow::Result<Context> {
     let mut e = Entries::default();
     e.read("Dockerfile", &repo.join("images/cpu.Dockerfile"), 0o644)?;
-    e.read("rootfs/usr/local/bin/hearth-engine", engine, 0o755)?;
-    for lib in ldd::libraries(engine)? {
-        let name = format!("rootfs{}", lib.display());
-        // Loaders and libraries are opened for execution, so they keep the exec bit.
-        e.read(&name, &lib, 0o755)?;
+    let monitor = engine.with_file_name("hearth-monitor");
+    let mut binaries = vec![("rootfs/usr/local/bin/hearth-engine", engine)];
+    if monitor.is_file() {
+        binaries.push(("rootfs/usr/local/bin/hearth-monitor", &monitor));
+    }
+    for (name, binary) in binaries {
+        e.read(name, binary, 0o755)?;
+        for lib in ldd::libraries(binary)? {
+            let name = format!("rootfs{}", lib.display());
+            // Loaders and libraries are opened for execution, so they keep the exec bit.
+            e.read(&name, &lib, 0o755)?;
+        }
     }
     e.dir("rootfs/tmp", 0o1777);
     e.dir("rootfs/etc/hearth", 0o755);

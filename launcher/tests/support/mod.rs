@@ -48,6 +48,10 @@ impl std::fmt::Display for Run {
 pub fn hearth_cmd(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth"));
     cmd.args(args).current_dir(repo());
+    // The monitor `up` starts writes here, not into the repository's logs/, and serves its
+    // /metrics on a port of its own.
+    cmd.env("HEARTH_LOGS", std::env::temp_dir().join(unique("logs")))
+        .env("HEARTH_MONITOR_LISTEN", "127.0.0.1:0");
     for (k, v) in env {
         cmd.env(k, v);
     }
