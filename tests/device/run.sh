@@ -8,7 +8,8 @@
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
 #            transformers' own decode speed
 #   bench    only the checkpoint and our pp/tg bench
-#   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192 and tg128
+#   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192, tg128 and 64 concurrent
+#   ncu      Nsight Compute speed-of-light of the batch-1 decode kernels
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
 # Results go to $OUT (the device tool brings them back).
@@ -53,9 +54,14 @@ bench)
 profile)
     HEARTH_CUDA_PROFILE=1 t profile_pp8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 1
     HEARTH_CUDA_PROFILE=1 t profile_tg128 "$E" bench --model /tmp/q8b -p 1 -n 128 -r 1
+    HEARTH_CUDA_PROFILE=1 t profile_c64 "$E" bench --model /tmp/q8b --concurrency 64 --serve-prompt 1000 --serve-gen 100
+    ;;
+ncu)
+    # Achieved bandwidth / compute of each decode kernel (batch 1, inside the decode graphs).
+    t ncu_tg ncu --section SpeedOfLight -k 'regex:gemv|attn_decode|rope_write|add_rms|argmax' --launch-skip 1500 --launch-count 24 "$E" bench --model /tmp/q8b -p 1 -n 64 -r 0
+    grep -E "^  [a-z_0-9]+|DRAM Throughput|Duration|Compute \(SM\) Throughput" "$OUT/ncu_tg.txt" | head -120 > "$OUT/ncu_summary.txt"
     ;;
 serve)
-    t serving "$E" bench --model /tmp/q8b --concurrency 1,8,32,64 --serve-prompt 1000 --serve-gen 1000
     cat > /tmp/q8b.yaml <<YAML
 name: qwen3-8b-random
 model: /tmp/q8b
@@ -68,6 +74,16 @@ YAML
     echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
     grep -i "phase" "$OUT/serve_log.txt" | tee -a "$OUT/summary.txt"
     curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"The capital of France is","max_tokens":8}' | tee -a "$OUT/summary.txt"
+    # Sampled on the GPU (temperature, top-p): the same seed gives the same text.
+    for i in 1 2; do
+        curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"top_p":0.9,"seed":7}' | tee -a "$OUT/summary.txt"; echo | tee -a "$OUT/summary.txt"
+    done
+    # The HTTP load generator (hearth bench): one wave of requests per level, 1000-token
+    # prompts, 1000 output tokens.
+    for c in ${HEARTH_BENCH_LEVELS:-1 8 32 64}; do
+        t "http_c$c" "$B/hearth" bench --url http://127.0.0.1:8321 --concurrency $c --requests $((c > 1 ? c : 2)) --input-len 1000 --output-len 1000 --out "$OUT/http_c$c"
+        grep "^|" "$OUT/http_c$c/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+    done
     kill $pid; wait $pid
     ;;
 smollm2)

@@ -1,41 +1,47 @@
 // Skinny matmul for decode: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for M <= 8 rows. Each
-// warp takes R consecutive output features and streams their bf16 weight rows once in 16-byte
-// loads, GEMV_UNROLL loads per row in flight per lane, reusing each x load for all R rows (R = 4
-// for wide outputs, fewer for narrow ones so the grid still fills the GPU). Each output's sum is
-// reduced in the same order whatever M, R and the kernel variant are, so a sequence's numerics do
-// not depend on its batch.
+// block takes R consecutive output features, its GEMV_WARPS warps each a quarter of K, and
+// streams their bf16 weight rows once in 16-byte loads, GEMV_UNROLL loads per row in flight per
+// lane, reusing each x load for all R rows (R = 4 for wide outputs, fewer for narrow ones so the
+// grid still fills the GPU). Each output's sum is reduced in the same order whatever M, R and the
+// kernel variant are, so a sequence's numerics do not depend on its batch.
 //
 // Variants: one matrix (gemv_bf16_M_R); up to three matrices sharing x in one launch (the Q, K
 // and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
-// read by one warp, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
+// read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
 #include "common.cuh"
 
 #define GEMV_UNROLL 4
+#define GEMV_WARPS 4  // warps per block, splitting K
 
-// acc[m][r] = x[m, :] . w[r][:] over K, reduced over the warp (every lane gets the sums).
+// acc[m][r] = x[m, :] . w[r][:] over this warp's quarter of K, then summed over the block's
+// GEMV_WARPS warps in warp order (lane 0 of warp 0 gets the sums). A block owns R features and
+// its warps split K, so a narrow matrix still has 4 warps per feature group streaming it.
 template <int M, int R>
 __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
                                           int K, float (&acc)[M][R]) {
-    const int lane = threadIdx.x & 31;
+    __shared__ float part[GEMV_WARPS][M][R];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int r = 0; r < R; r++) acc[m][r] = 0.f;
     if ((K & 7) == 0) {
         const int k8n = K >> 3;
-        for (int kb = lane; kb < k8n; kb += 32 * GEMV_UNROLL) {
+        const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
+        const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
+        for (int kb = k_lo + lane; kb < k_end; kb += 32 * GEMV_UNROLL) {
             uint4 wv[GEMV_UNROLL][R];
 #pragma unroll
             for (int u = 0; u < GEMV_UNROLL; u++)
 #pragma unroll
                 for (int r = 0; r < R; r++)
-                    wv[u][r] = kb + 32 * u < k8n
+                    wv[u][r] = kb + 32 * u < k_end
                                    ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
                                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < GEMV_UNROLL; u++) {
                 const int k8 = kb + 32 * u;
-                if (k8 >= k8n) break;
+                if (k8 >= k_end) break;
 #pragma unroll
                 for (int m = 0; m < M; m++) {
                     const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K) + 2 * k8;
@@ -51,7 +57,9 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
             }
         }
     } else {
-        for (int k = lane; k < K; k += 32) {
+        const int per = (K + GEMV_WARPS - 1) / GEMV_WARPS;
+        const int k_lo = warp * per, k_end = min(K, k_lo + per);
+        for (int k = k_lo + lane; k < k_end; k += 32) {
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const float wv = __bfloat162float(w[r][k]);
@@ -63,7 +71,22 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[m][r] = warp_sum(acc[m][r]);
+        for (int r = 0; r < R; r++) {
+            const float v = warp_sum(acc[m][r]);
+            if (lane == 0) part[warp][m][r] = v;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int m = 0; m < M; m++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float v = 0.f;
+#pragma unroll
+                for (int q = 0; q < GEMV_WARPS; q++) v += part[q][m][r];
+                acc[m][r] = v;
+            }
+    }
 }
 
 // Features n0 .. n0 + R - 1 of one matrix.
@@ -77,7 +100,7 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
     for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
     float acc[M][R];
     gemv_dots<M, R>(w, x, K, acc);
-    if ((threadIdx.x & 31) != 0) return;
+    if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
@@ -87,16 +110,15 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
         }
 }
 
-__device__ __forceinline__ int gemv_warp() {
-    return blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-}
+// The block's feature group (a block of GEMV_WARPS warps owns R features).
+__device__ __forceinline__ int gemv_group() { return blockIdx.x; }
 
 #define GEMV(M, R)                                                                                \
     extern "C" __global__ void gemv_bf16_##M##_##R(const bf16* __restrict__ W,                    \
                                                    const float* __restrict__ x,                   \
                                                    const float* __restrict__ bias,                \
                                                    float* __restrict__ y, int N, int K) {         \
-        const int n0 = gemv_warp() * R;                                                           \
+        const int n0 = gemv_group() * R;                                                           \
         if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0);                                 \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
@@ -105,7 +127,7 @@ __device__ __forceinline__ int gemv_warp() {
         const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
         const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
         float* __restrict__ y2, int N0, int N1, int N2, int K) {                                  \
-        int n0 = gemv_warp() * R;                                                                 \
+        int n0 = gemv_group() * R;                                                                 \
         if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \
         n0 -= N0;                                                                                 \
         if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
@@ -118,7 +140,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const bf16* __restrict__ Wu,
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y, int N, int K) {
-    const int n0 = gemv_warp() * R;
+    const int n0 = gemv_group() * R;
     if (n0 >= N) return;
     const bf16* w[2 * R];
 #pragma unroll
@@ -128,7 +150,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
     }
     float acc[M][2 * R];
     gemv_dots<M, 2 * R>(w, x, K, acc);
-    if ((threadIdx.x & 31) != 0) return;
+    if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll

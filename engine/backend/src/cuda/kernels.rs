@@ -11,8 +11,8 @@ use crate::BackendError;
 
 /// Rows the GEMV kernels take in one pass (`gemv_bf16_M_R` for M = 1..=8).
 pub const GEMV_MAX_ROWS: usize = 8;
-/// Output features per warp the GEMV kernels come in (`R`).
-const GEMV_FEATURES_PER_WARP: [usize; 3] = [1, 2, 4];
+/// Output features per block the GEMV kernels come in (`R`).
+const GEMV_FEATURES_PER_BLOCK: [usize; 3] = [1, 2, 4];
 
 /// Splits per row the decode attention kernel may use (DEC_MAX_SPLITS in attention_decode.cu).
 pub const DECODE_MAX_SPLITS: usize = 32;
@@ -44,7 +44,7 @@ pub struct Kernels {
     attn_prefill_tc: [CudaFunction; 2],
     argmax_rows: CudaFunction,
     sample_rows: CudaFunction,
-    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_WARP[i] features per warp;
+    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per block;
     /// `gemv3` the same for up to three matrices at once.
     gemv: Vec<CudaFunction>,
     gemv3: Vec<CudaFunction>,
@@ -61,9 +61,15 @@ fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
     }
 }
 
-/// Threads for a row-wise kernel over `n` values: a multiple of 32, at most 1024.
+/// Threads for a row-wise kernel over `n` values: a multiple of 32, at most 256.
 fn row_threads(n: usize) -> u32 {
     (n.div_ceil(32) * 32).clamp(32, 256) as u32
+}
+
+/// Threads for the RMS norms: one 16-byte access each where rows allow (see norm_row).
+fn norm_threads(n: usize) -> u32 {
+    let lanes = if n.is_multiple_of(4) { n / 4 } else { n };
+    (lanes.div_ceil(32) * 32).clamp(32, 1024) as u32
 }
 
 /// Grid for a grid-stride elementwise kernel over `n` values.
@@ -113,11 +119,11 @@ impl Kernels {
             argmax_rows: f("argmax_rows")?,
             sample_rows: f("sample_rows")?,
             gemv: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
+                .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             gemv3: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| GEMV_FEATURES_PER_WARP.map(|r| (m, r)))
+                .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv3_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             gemv_swiglu: (1..=GEMV_MAX_ROWS)
@@ -170,7 +176,7 @@ impl Kernels {
         launch!(
             self,
             rms_norm,
-            cfg((chunks as u32, 1), row_threads(n)),
+            cfg((chunks as u32, 1), norm_threads(n)),
             x,
             w,
             out,
@@ -193,7 +199,7 @@ impl Kernels {
         launch!(
             self,
             add_rms_norm,
-            cfg((rows as u32, 1), row_threads(n)),
+            cfg((rows as u32, 1), norm_threads(n)),
             residual,
             x,
             w,
@@ -520,21 +526,21 @@ impl Kernels {
             "gemv takes 1..={GEMV_MAX_ROWS} rows"
         );
         let (n_i, k_i) = (n as i32, k as i32);
-        // Wide outputs: 4 features per warp (each x load feeds 4 weight rows); narrow ones keep
-        // more warps so the grid still covers every SM.
+        // Wide outputs: 4 features per block (each x load feeds 4 weight rows); narrow ones keep
+        // more blocks so the grid still covers every SM. A block's 4 warps split K.
         let ri = match n {
-            n if n >= 8192 => 2,
+            n if n >= 4096 => 2,
             n if n >= 2048 => 1,
             _ => 0,
         };
         if self.skipping() {
             return Ok(());
         }
-        let per_warp = GEMV_FEATURES_PER_WARP[ri];
+        let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
         let mut b = self.stream.launch_builder(&self.gemv[(rows - 1) * 3 + ri]);
         b.arg(&w).arg(&x).arg(&bias).arg(&y).arg(&n_i).arg(&k_i);
-        let c = cfg((n.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
+        let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
         // n f32 or 0; the arguments match gemv_bf16_M's signature.
         unsafe { b.launch(c) }
@@ -558,18 +564,18 @@ impl Kernels {
         let total: usize = mats.iter().map(|m| m.3).sum();
         // As for `gemv` (by the total width), but a warp must never straddle two matrices.
         let widest = match total {
-            n if n >= 8192 => 2,
+            n if n >= 4096 => 2,
             n if n >= 2048 => 1,
             _ => 0,
         };
         let ri = (0..=widest)
             .rev()
             .find(|&i| {
-                let r = GEMV_FEATURES_PER_WARP[i];
+                let r = GEMV_FEATURES_PER_BLOCK[i];
                 mats[0].3.is_multiple_of(r) && mats[1].3.is_multiple_of(r)
             })
             .unwrap_or(0);
-        let per_warp = GEMV_FEATURES_PER_WARP[ri];
+        let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
         let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
         let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
@@ -577,10 +583,7 @@ impl Kernels {
         b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
-        let c = cfg(
-            (total.div_ceil(warps * per_warp) as u32, 1),
-            32 * warps as u32,
-        );
+        let c = cfg((total.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
         // rows * N_i f32, b_i N_i f32 or 0; the arguments match gemv3_bf16_M_R's signature.
         unsafe { b.launch(c) }
@@ -601,14 +604,14 @@ impl Kernels {
             return Ok(());
         }
         let ri = usize::from(n >= 4096);
-        let per_warp = ri + 1;
+        let per_block = ri + 1;
         let warps = 4;
         let (n_i, k_i) = (n as i32, k as i32);
         let mut b = self
             .stream
             .launch_builder(&self.gemv_swiglu[(rows - 1) * 2 + ri]);
         b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
-        let c = cfg((n.div_ceil(warps * per_warp) as u32, 1), 32 * warps as u32);
+        let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match
         // gemv_swiglu_bf16_M_R's signature.
         unsafe { b.launch(c) }
