@@ -37,6 +37,20 @@ assert finish == "stop" and usage and usage.completion_tokens == r.usage.complet
 assert usage.prompt_tokens_details.cached_tokens > 0, usage
 print("stream: identical, cached prompt tokens:", usage.prompt_tokens_details.cached_tokens)
 
+# /v1/completions reports prefix-cache hits the same way (non-streamed and streamed).
+text_prompt = "The history of the printing press begins in the fifteenth century, when " * 4
+first = client.completions.create(model=model, prompt=text_prompt, max_tokens=4)
+again = client.completions.create(model=model, prompt=text_prompt, max_tokens=4)
+assert again.usage.prompt_tokens_details.cached_tokens > 0, again.usage
+usage = None
+for chunk in client.completions.create(
+    model=model, prompt=text_prompt, max_tokens=4, stream=True,
+    stream_options={"include_usage": True},
+):
+    usage = chunk.usage or usage
+assert usage and usage.prompt_tokens_details.cached_tokens > 0, usage
+print("completions: cached prompt tokens:", again.usage.prompt_tokens_details.cached_tokens)
+
 try:
     client.chat.completions.create(model=model, messages=messages, temperature=7)
     raise AssertionError("temperature 7 was accepted")

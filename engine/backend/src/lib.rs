@@ -17,8 +17,8 @@ pub use cuda::CudaBackend;
 pub use dtype::{DType, GgmlType};
 pub use error::BackendError;
 pub use ops::{
-    argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, Llama3RopeScaling,
-    RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
+    argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, KvDtype,
+    Llama3RopeScaling, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
 pub use sample::SampleRow;
 pub use weight::{HostBytes, HostWeight, WeightData};

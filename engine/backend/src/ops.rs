@@ -73,6 +73,32 @@ fn llama3_scale(freq: f32, s: Llama3RopeScaling) -> f32 {
     }
 }
 
+/// Element type of the KV cache where the backend has a choice (CUDA; the CPU backend keeps
+/// f32): bf16, or fp8 e4m3 (values stored as they are: a per-tensor scale of 1, until
+/// checkpoints carry calibrated scales).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    #[default]
+    Bf16,
+    Fp8E4m3,
+}
+
+impl KvDtype {
+    pub fn bytes(self) -> usize {
+        match self {
+            KvDtype::Bf16 => 2,
+            KvDtype::Fp8E4m3 => 1,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::Bf16 => "bf16",
+            KvDtype::Fp8E4m3 => "fp8_e4m3",
+        }
+    }
+}
+
 /// Shape of the paged KV cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvCacheSpec {
@@ -81,12 +107,18 @@ pub struct KvCacheSpec {
     pub block_size: usize,
     pub num_kv_heads: usize,
     pub head_dim: usize,
+    pub dtype: KvDtype,
 }
 
 impl KvCacheSpec {
     /// Bytes one token takes across all layers (K and V, f32 on the CPU backend).
     pub fn bytes_per_token(&self, elem_bytes: usize) -> usize {
         2 * self.num_layers * self.num_kv_heads * self.head_dim * elem_bytes
+    }
+
+    /// The same cache with elements of `dtype`.
+    pub fn with_dtype(self, dtype: KvDtype) -> Self {
+        KvCacheSpec { dtype, ..self }
     }
 }
 

@@ -10,7 +10,7 @@
 
 use hearth_backend::{
     AttnMetadata, AttnShape, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight,
-    KvCacheSpec, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
+    KvCacheSpec, KvDtype, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
 
 fn gpu() -> Option<CudaBackend> {
@@ -32,6 +32,21 @@ fn rand(n: usize, seed: u64) -> Vec<f32> {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Rounds to fp8 e4m3 (4 exponent bits, bias 7, 3 mantissa bits, saturating at 448, nearest
+/// even), what an fp8 GPU cache stores.
+fn fp8(v: &[f32]) -> Vec<f32> {
+    v.iter()
+        .map(|&x| {
+            if x == 0.0 {
+                return 0.0;
+            }
+            let a = x.abs().min(448.0);
+            let step = 2f32.powf(a.log2().floor().max(-6.0) - 3.0);
+            ((a / step).round_ties_even() * step).min(448.0).copysign(x)
         })
         .collect()
 }
@@ -211,6 +226,7 @@ fn rope_write_kv_matches_cpu() {
         block_size: bs,
         num_kv_heads: n_kv,
         head_dim: hd,
+        dtype: Default::default(),
     };
     let mut b = batch(rows);
     b.attn.slot_mapping = vec![4, 5, NO_SLOT, 8];
@@ -415,7 +431,8 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
     for hd in [64, 128, 96, 160] {
-        attention_case(&cpu, &gpu, hd);
+        attention_case(&cpu, &gpu, hd, KvDtype::Bf16);
+        attention_case(&cpu, &gpu, hd, KvDtype::Fp8E4m3);
     }
 }
 
@@ -423,7 +440,12 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
 /// tiled kernel) in 21 scattered blocks. Sequence B: 10 cached, one decode row at position 10.
 /// Sequence C: a 5-token chunk after 2 cached tokens (the per-row kernel). head_dim 160 is past
 /// the tiled kernel's limit, so everything takes the per-row kernel there.
-fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
+fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize, dtype: KvDtype) {
+    // K and V as the GPU cache stores them, so only the attention arithmetic differs.
+    let kv = |v: &[f32]| match dtype {
+        KvDtype::Bf16 => bf(v),
+        KvDtype::Fp8E4m3 => fp8(v),
+    };
     let (n_heads, n_kv, bs) = (8, 2, 4);
     let spec = KvCacheSpec {
         num_layers: 2,
@@ -431,8 +453,12 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
         block_size: bs,
         num_kv_heads: n_kv,
         head_dim: hd,
+        dtype: Default::default(),
     };
-    let (mut kc, mut kg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
+    let (mut kc, mut kg) = (
+        cpu.alloc_kv(spec).unwrap(),
+        gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+    );
     let scattered = |i: u32| (i * 7 + 5) % 64;
     let a_blocks: Vec<u32> = (0..21).map(scattered).collect();
     let b_blocks: Vec<u32> = (21..24).map(scattered).collect();
@@ -453,7 +479,7 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
         },
         logits_rows: vec![],
     };
-    let (k0, v0) = (bf(&rand(25 * kv_dim, 10)), bf(&rand(25 * kv_dim, 11)));
+    let (k0, v0) = (kv(&rand(25 * kv_dim, 10)), kv(&rand(25 * kv_dim, 11)));
     for layer in 0..2 {
         let sc = cpu.begin_step(&fill);
         cpu.write_kv(&mut kc, layer, &k0, &v0, &sc);
@@ -485,7 +511,7 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
         },
         logits_rows: vec![69, 70, 75],
     };
-    let (k1, v1) = (bf(&rand(rows * kv_dim, 12)), bf(&rand(rows * kv_dim, 13)));
+    let (k1, v1) = (kv(&rand(rows * kv_dim, 12)), kv(&rand(rows * kv_dim, 13)));
     let q = rand(rows * n_heads * hd, 14);
     let shape = AttnShape {
         n_heads,
@@ -502,7 +528,10 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
     let mut og = gpu.buf(0);
     gpu.attention(&kg, 1, &upload(gpu, &q), shape, &sg, &mut og);
     let d = max_rel(&gpu.to_host(&og), &oc);
-    println!("paged attention head_dim {hd}: max rel diff {d:.2e}");
+    println!(
+        "paged attention head_dim {hd}, {} cache: max rel diff {d:.2e}",
+        dtype.name()
+    );
     // The tensor-core prefill kernel (head_dim 64 and 128) rounds Q and P to bf16.
     let tolerance = if hd == 64 || hd == 128 { 2e-2 } else { 1e-4 };
     assert!(d < tolerance, "attention head_dim {hd}: {d}");
@@ -514,7 +543,12 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize) {
 fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
-    for (hd, n_heads, n_kv) in [(128, 32, 8), (64, 6, 2), (96, 4, 4)] {
+    for (hd, n_heads, n_kv, dtype) in [
+        (128, 32, 8, KvDtype::Bf16),
+        (64, 6, 2, KvDtype::Bf16),
+        (96, 4, 4, KvDtype::Bf16),
+        (128, 32, 8, KvDtype::Fp8E4m3),
+    ] {
         let bs = 16;
         let long = 3000;
         let short = 100;
@@ -525,8 +559,12 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             block_size: bs,
             num_kv_heads: n_kv,
             head_dim: hd,
+            dtype: Default::default(),
         };
-        let (mut kc, mut kg) = (cpu.alloc_kv(spec).unwrap(), gpu.alloc_kv(spec).unwrap());
+        let (mut kc, mut kg) = (
+            cpu.alloc_kv(spec).unwrap(),
+            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+        );
         // Blocks in reverse order, so the tables really are followed.
         let table_a: Vec<u32> = (0..long.div_ceil(bs) as u32).rev().collect();
         let table_b: Vec<u32> = (table_a.len() as u32..blocks as u32).collect();
@@ -546,9 +584,13 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             },
             logits_rows: vec![],
         };
+        let round = |v: &[f32]| match dtype {
+            KvDtype::Bf16 => bf(v),
+            KvDtype::Fp8E4m3 => fp8(v),
+        };
         let (k0, v0) = (
-            bf(&rand(n_fill * kv_dim, 20)),
-            bf(&rand(n_fill * kv_dim, 21)),
+            round(&rand(n_fill * kv_dim, 20)),
+            round(&rand(n_fill * kv_dim, 21)),
         );
         let sc = cpu.begin_step(&fill);
         cpu.write_kv(&mut kc, 0, &k0, &v0, &sc);
@@ -593,7 +635,8 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         let (rows, pad) = got.split_at(2 * n_heads * hd);
         let d = max_rel(rows, &oc);
         println!(
-            "split decode attention head_dim {hd} heads {n_heads}/{n_kv}: max rel diff {d:.2e}"
+            "split decode attention head_dim {hd} heads {n_heads}/{n_kv} {}: max rel diff {d:.2e}",
+            dtype.name()
         );
         assert!(d < 1e-4, "split decode attention head_dim {hd}: {d}");
         assert!(pad.iter().all(|x| *x == 0.0), "padding rows must be zeros");

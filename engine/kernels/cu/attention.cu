@@ -10,17 +10,29 @@
 
 // Grid: tokens. A padded row (slot NO_SLOT) writes nothing.
 #define NO_SLOT 0xffffffffu
-extern "C" __global__ void write_kv(const float* __restrict__ k, const float* __restrict__ v,
-                                    const uint32_t* __restrict__ slots, bf16* __restrict__ kc,
-                                    bf16* __restrict__ vc, int kv_dim) {
+template <typename T>
+__device__ __forceinline__ void write_kv_body(const float* __restrict__ k,
+                                              const float* __restrict__ v,
+                                              const uint32_t* __restrict__ slots,
+                                              T* __restrict__ kc, T* __restrict__ vc, int kv_dim) {
     if (slots[blockIdx.x] == NO_SLOT) return;
     const size_t slot = slots[blockIdx.x];
     const float* kr = k + (size_t)blockIdx.x * kv_dim;
     const float* vr = v + (size_t)blockIdx.x * kv_dim;
     for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        kc[slot * kv_dim + i] = __float2bfloat16(kr[i]);
-        vc[slot * kv_dim + i] = __float2bfloat16(vr[i]);
+        kv_store(kc + slot * kv_dim + i, kr[i]);
+        kv_store(vc + slot * kv_dim + i, vr[i]);
     }
+}
+extern "C" __global__ void write_kv(const float* __restrict__ k, const float* __restrict__ v,
+                                    const uint32_t* __restrict__ slots, bf16* __restrict__ kc,
+                                    bf16* __restrict__ vc, int kv_dim) {
+    write_kv_body(k, v, slots, kc, vc, kv_dim);
+}
+extern "C" __global__ void write_kv_fp8(const float* __restrict__ k, const float* __restrict__ v,
+                                        const uint32_t* __restrict__ slots, fp8* __restrict__ kc,
+                                        fp8* __restrict__ vc, int kv_dim) {
+    write_kv_body(k, v, slots, kc, vc, kv_dim);
 }
 
 // What a layer does between its QKV projections and attention, in one launch: the optional
@@ -28,15 +40,13 @@ extern "C" __global__ void write_kv(const float* __restrict__ k, const float* __
 // then k and v into the cache at the rows' slots. One block per (row, head of q then of k);
 // head_dim <= 256. Same arithmetic as rms_norm, rope and write_kv.
 // Grid: (rows, n_heads + n_kv_heads), 128 threads.
-extern "C" __global__ void rope_write_kv(float* __restrict__ q, float* __restrict__ k,
-                                         const float* __restrict__ v,
-                                         const float* __restrict__ q_norm,
-                                         const float* __restrict__ k_norm, float eps,
-                                         const uint32_t* __restrict__ pos,
-                                         const float* __restrict__ inv_freq,
-                                         const uint32_t* __restrict__ slots, bf16* __restrict__ kc,
-                                         bf16* __restrict__ vc, int n_heads, int n_kv_heads,
-                                         int head_dim, int rotary_dim, int neox) {
+template <typename T>
+__device__ __forceinline__ void rope_write_kv_body(
+    float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,
+    const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,
+    const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,
+    int n_kv_heads, int head_dim, int rotary_dim, int neox) {
     __shared__ float sh[256];
     const int row = blockIdx.x, hh = blockIdx.y;
     const bool is_q = hh < n_heads;
@@ -71,11 +81,24 @@ extern "C" __global__ void rope_write_kv(float* __restrict__ q, float* __restric
         x[i] = sh[i];
         if (!is_q && slot != NO_SLOT) {
             const size_t at = (size_t)slot * kv_dim + (size_t)h * head_dim + i;
-            kc[at] = __float2bfloat16(sh[i]);
-            vc[at] = __float2bfloat16(v[row * kv_dim + (size_t)h * head_dim + i]);
+            kv_store(kc + at, sh[i]);
+            kv_store(vc + at, v[row * kv_dim + (size_t)h * head_dim + i]);
         }
     }
 }
+
+#define ROPE_WRITE_KV(NAME, T)                                                                    \
+    extern "C" __global__ void NAME(                                                              \
+        float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,                \
+        const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,            \
+        const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,                     \
+        const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,  \
+        int n_kv_heads, int head_dim, int rotary_dim, int neox) {                                 \
+        rope_write_kv_body(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc, vc, n_heads,   \
+                           n_kv_heads, head_dim, rotary_dim, neox);                               \
+    }
+ROPE_WRITE_KV(rope_write_kv, bf16)
+ROPE_WRITE_KV(rope_write_kv_fp8, fp8)
 
 #define FA_BQ 64   // query rows per block
 #define FA_BK 64   // keys per shared-memory tile

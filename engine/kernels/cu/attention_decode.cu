@@ -31,9 +31,9 @@ __device__ __forceinline__ int dec_keys(int t, const uint32_t* info) {
 // index of launch row i. part_ml[(i * n_heads + h) * DEC_MAX_SPLITS + s] holds (max, sum) and
 // part_acc[((i * n_heads + h) * DEC_MAX_SPLITS + s) * head_dim + d] the unnormalised output of
 // split s when the row has more than one split; a one-split row writes `out` directly.
-template <int LPK, int HB>
+template <int LPK, int HB, typename T>
 __device__ __forceinline__ void attn_decode_body(
-    const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,
+    const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
     float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
     const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
@@ -82,8 +82,8 @@ __device__ __forceinline__ void attn_decode_body(
         if (valid && dims) {
             const size_t slot = (size_t)table[j / block_size] * block_size + j % block_size;
             const size_t off = slot * kv_dim + kvh * head_dim + d0;
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(kc + off)), kf);
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(vc + off)), vf);
+            kv8_to_f32(kc + off, kf);
+            kv8_to_f32(vc + off, vf);
         } else {
 #pragma unroll
             for (int e = 0; e < 8; e++) kf[e] = vf[e] = 0.f;
@@ -137,21 +137,23 @@ __device__ __forceinline__ void attn_decode_body(
     }
 }
 
-#define ATTN_DECODE(LPK, HB)                                                                      \
-    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_##LPK##_##HB(        \
-        const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,    \
+#define ATTN_DECODE(NAME, T, LPK, HB)                                                             \
+    extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32) NAME##_##LPK##_##HB(             \
+        const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
         const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int head_dim, int block_size, float scale) {                 \
-        attn_decode_body<LPK, HB>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,     \
-                                  block_tables, n_heads, n_kv_heads, head_dim, block_size,        \
-                                  scale);                                                         \
+        attn_decode_body<LPK, HB, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,  \
+                                     block_tables, n_heads, n_kv_heads, head_dim, block_size,     \
+                                     scale);                                                      \
     }
-#define ATTN_DECODE_HB(LPK) ATTN_DECODE(LPK, 1) ATTN_DECODE(LPK, 2) ATTN_DECODE(LPK, 4)
-ATTN_DECODE_HB(8)
-ATTN_DECODE_HB(16)
-ATTN_DECODE_HB(32)
+#define ATTN_DECODE_HB(NAME, T, LPK) \
+    ATTN_DECODE(NAME, T, LPK, 1) ATTN_DECODE(NAME, T, LPK, 2) ATTN_DECODE(NAME, T, LPK, 4)
+#define ATTN_DECODE_ALL(NAME, T) \
+    ATTN_DECODE_HB(NAME, T, 8) ATTN_DECODE_HB(NAME, T, 16) ATTN_DECODE_HB(NAME, T, 32)
+ATTN_DECODE_ALL(attn_decode, bf16)
+ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 
 // Merges the splits of rows with more than one (in split order). Grid: (rows, n_heads).
 extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,

@@ -48,11 +48,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n"); }
 
-// Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into a shared tile
-// (row stride HD + 8). Keys past max_key repeat max_key's row: they are masked out of S, and
-// a finite row times p = 0 adds nothing.
-template <int HD>
-__device__ __forceinline__ void load_tile(bf16 (*dst)[HD + 8], const bf16* __restrict__ cache,
+// Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into a shared bf16 tile
+// (row stride HD + 8): with cp.async from a bf16 cache, through registers (8 values at a time,
+// widened to bf16) from an fp8 one. Keys past max_key repeat max_key's row: they are masked out
+// of S, and a finite row times p = 0 adds nothing.
+template <int HD, typename T>
+__device__ __forceinline__ void load_tile(bf16 (*dst)[HD + 8], const T* __restrict__ cache,
                                           const uint32_t* __restrict__ table, int k0, int max_key,
                                           int block_size, int kv_dim, int kvh) {
     constexpr int VECS = HD / 8;
@@ -60,13 +61,25 @@ __device__ __forceinline__ void load_tile(bf16 (*dst)[HD + 8], const bf16* __res
         const int j = x / VECS, c = x % VECS;
         const int key = min(k0 + j, max_key);
         const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
-        cp_async16(&dst[j][c * 8], cache + slot * kv_dim + kvh * HD + c * 8);
+        const T* src = cache + slot * kv_dim + kvh * HD + c * 8;
+        if constexpr (std::is_same<T, bf16>::value) {
+            cp_async16(&dst[j][c * 8], src);
+        } else {
+            float f[8];
+            kv8_to_f32(src, f);
+            uint4 u;
+            u.x = pack_bf16(f[0], f[1]);
+            u.y = pack_bf16(f[2], f[3]);
+            u.z = pack_bf16(f[4], f[5]);
+            u.w = pack_bf16(f[6], f[7]);
+            *reinterpret_cast<uint4*>(&dst[j][c * 8]) = u;
+        }
     }
 }
 
-template <int HD>
+template <int HD, typename T>
 __device__ __forceinline__ void attn_prefill_tc_body(
-    const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,
+    const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
     float* __restrict__ out, const uint32_t* __restrict__ tiles,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
     int n_kv_heads, int block_size, float scale) {
@@ -92,7 +105,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
     const int pos_lo = base_pos + row0 + r_lo, pos_hi = pos_lo + 8;
 
-    load_tile<HD>(Ks, kc, table, 0, max_pos, block_size, kv_dim, kvh);
+    load_tile<HD, T>(Ks, kc, table, 0, max_pos, block_size, kv_dim, kvh);
     cp_async_commit();
 
     // Q fragments: a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi.
@@ -126,7 +139,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
         cp_async_wait_all();  // K(k0)
         __syncthreads();      // K(k0) visible to all; every warp is done with V(k0 - 64)
-        load_tile<HD>(Vs, vc, table, k0, max_pos, block_size, kv_dim, kvh);
+        load_tile<HD, T>(Vs, vc, table, k0, max_pos, block_size, kv_dim, kvh);
         cp_async_commit();
 
         // S = Q K^T for 64 keys: 8 n-tiles of 8 keys.
@@ -192,7 +205,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
         cp_async_wait_all();  // V(k0)
         __syncthreads();      // V(k0) visible; every warp is done with K(k0)
         if (k0 + TC_BK <= max_pos) {
-            load_tile<HD>(Ks, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
+            load_tile<HD, T>(Ks, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
             cp_async_commit();
         }
         // O += P V: for each key chunk kk, dims in pairs of n-tiles.
@@ -229,14 +242,16 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     }
 }
 
-#define ATTN_PREFILL_TC(HD)                                                                       \
-    extern "C" __global__ void __launch_bounds__(128) attn_prefill_tc_##HD(                       \
-        const float* __restrict__ q, const bf16* __restrict__ kc, const bf16* __restrict__ vc,    \
+#define ATTN_PREFILL_TC(NAME, T, HD)                                                              \
+    extern "C" __global__ void __launch_bounds__(128) NAME##_##HD(                                \
+        const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         float* __restrict__ out, const uint32_t* __restrict__ tiles,                              \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int block_size, float scale) {                               \
-        attn_prefill_tc_body<HD>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,          \
-                                 n_kv_heads, block_size, scale);                                  \
+        attn_prefill_tc_body<HD, T>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,       \
+                                    n_kv_heads, block_size, scale);                               \
     }
-ATTN_PREFILL_TC(64)
-ATTN_PREFILL_TC(128)
+ATTN_PREFILL_TC(attn_prefill_tc, bf16, 64)
+ATTN_PREFILL_TC(attn_prefill_tc, bf16, 128)
+ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 64)
+ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 128)

@@ -1,9 +1,14 @@
 // Shared helpers for Hearth's kernels: types and warp/block reductions.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
+#include <type_traits>
 
 typedef __nv_bfloat16 bf16;
+// fp8 e4m3 KV cache elements (value = stored * scale; the scale is 1 until checkpoints carry
+// calibrated ones).
+typedef __nv_fp8_e4m3 fp8;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -39,4 +44,30 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float* f) {
         f[2 * i] = __uint_as_float(w[i] << 16);
         f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
+}
+
+// 8 KV cache values (bf16: 16 bytes, fp8: 8 bytes, 8-value aligned) as f32.
+__device__ __forceinline__ void kv8_to_f32(const bf16* p, float* f) {
+    bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);
+}
+__device__ __forceinline__ void kv8_to_f32(const fp8* p, float* f) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+                (__nv_fp8x2_storage_t)(w[i] >> (16 * j)), __NV_E4M3);
+            const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h));
+            f[4 * i + 2 * j] = v.x;
+            f[4 * i + 2 * j + 1] = v.y;
+        }
+    }
+}
+
+// One f32 value into a KV cache element.
+__device__ __forceinline__ void kv_store(bf16* p, float v) { *p = __float2bfloat16(v); }
+__device__ __forceinline__ void kv_store(fp8* p, float v) {
+    p->__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }

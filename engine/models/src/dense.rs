@@ -165,6 +165,7 @@ impl<B: Backend> CausalLm<B> for DenseDecoder<B> {
             block_size,
             num_kv_heads: self.dims.n_kv_heads,
             head_dim: self.dims.head_dim,
+            dtype: Default::default(),
         }
     }
 

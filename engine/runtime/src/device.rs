@@ -48,6 +48,12 @@ impl DeviceBackend for CpuBackend {
             .filter(|v| *v > 0.0)
             .unwrap_or(DEFAULT_CPU_KV_GIB);
         let per_token = model.kv_spec(1, 1).bytes_per_token(4);
+        if req.kv_dtype != hearth_backend::KvDtype::Bf16 {
+            tracing::warn!(
+                kv_cache_dtype = req.kv_dtype.name(),
+                "the CPU backend keeps its KV cache in f32; kv_cache_dtype applies on CUDA"
+            );
+        }
         let blocks =
             ((gib * (1u64 << 30) as f64) as usize / (per_token * req.block_size.max(1))).max(1);
         info!(
@@ -228,6 +234,7 @@ where
             num_blocks,
             enable_prefix_caching: req.enable_prefix_caching,
             enable_chunked_prefill: req.enable_chunked_prefill,
+            kv_dtype: req.kv_dtype,
         })
     }
 

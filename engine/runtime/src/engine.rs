@@ -63,6 +63,8 @@ pub struct EngineConfig {
     pub num_blocks: usize,
     pub enable_prefix_caching: bool,
     pub enable_chunked_prefill: bool,
+    /// KV cache element type (a backend without the choice keeps its own).
+    pub kv_dtype: hearth_backend::KvDtype,
 }
 
 enum Command {
@@ -207,7 +209,10 @@ impl EngineHandle {
     where
         B::KvCache: 'static,
     {
-        let kv_spec = parts.model.kv_spec(cfg.num_blocks, cfg.block_size);
+        let kv_spec = parts
+            .model
+            .kv_spec(cfg.num_blocks, cfg.block_size)
+            .with_dtype(cfg.kv_dtype);
         let mut kv = parts.backend.alloc_kv(kv_spec)?;
         let decode_sizes = warm_decode_sizes(&parts, &mut kv, cfg.max_num_seqs);
         // A sequence can never outgrow the pool: cap its length at the pool's capacity.
@@ -226,6 +231,7 @@ impl EngineHandle {
             kv_tokens = cfg.num_blocks * cfg.block_size,
             max_num_seqs = cfg.max_num_seqs,
             max_num_batched_tokens = cfg.max_num_batched_tokens,
+            kv_dtype = cfg.kv_dtype.name(),
             "engine: KV cache planned"
         );
         let sched = Scheduler::new(SchedulerConfig {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use hearth_backend::Backend;
+use hearth_backend::{Backend, KvDtype};
 use hearth_models::gguf::GgufFile;
 use hearth_models::{CausalLm, WeightSource};
 use hearth_spec::{Device, ModelSource, Quantization, ResolvedSpec};
@@ -29,6 +29,8 @@ pub struct LoadRequest {
     pub max_model_len: Option<u32>,
     /// Fraction of GPU memory the engine may use (weights, activations, KV cache).
     pub gpu_memory_utilization: f64,
+    /// KV cache element type on a GPU (the spec's kv_cache_dtype; auto = bf16).
+    pub kv_dtype: KvDtype,
     pub cache_dir: PathBuf,
     /// Scheduling settings (the spec's vLLM flags).
     pub max_num_seqs: usize,
@@ -49,6 +51,11 @@ impl LoadRequest {
             threads: spec.engine.threads,
             max_model_len: spec.engine.max_model_len,
             gpu_memory_utilization: spec.engine.gpu_memory_utilization,
+            kv_dtype: if spec.engine.kv_cache_dtype.is_fp8() {
+                KvDtype::Fp8E4m3
+            } else {
+                KvDtype::Bf16
+            },
             cache_dir: spec.cache_dir.clone(),
             max_num_seqs: spec.engine.max_num_seqs as usize,
             max_num_batched_tokens: spec.engine.max_num_batched_tokens.map(|n| n as usize),
@@ -69,6 +76,7 @@ impl LoadRequest {
             threads: None,
             max_model_len: None,
             gpu_memory_utilization: 0.9,
+            kv_dtype: KvDtype::Bf16,
             cache_dir: hearth_spec::fetch::default_cache_dir(),
             max_num_seqs: 256,
             max_num_batched_tokens: None,

@@ -44,7 +44,7 @@ pub fn plan_cuda(
                 (in_use + MARGIN_BYTES) as f64 / GIB
             ))
         })?;
-    let per_token = model.kv_spec(1, 1).bytes_per_token(2);
+    let per_token = model.kv_spec(1, 1).bytes_per_token(req.kv_dtype.bytes());
     let block_size = req.block_size.max(1);
     let blocks = kv_bytes / (per_token * block_size);
     info!(
@@ -56,8 +56,9 @@ pub fn plan_cuda(
         kv_gib = format!("{:.2}", kv_bytes as f64 / GIB),
         gpu_memory_utilization = util,
         kv_bytes_per_token = per_token,
+        kv_dtype = req.kv_dtype.name(),
         kv_tokens = blocks * block_size,
-        "phase: plan memory (weights + activations in use, KV cache bf16 gets the rest)"
+        "phase: plan memory (weights + activations in use, the KV cache gets the rest)"
     );
     Ok(blocks)
 }

@@ -18,6 +18,7 @@ fn roomy() -> EngineConfig {
         num_blocks: 512,
         enable_prefix_caching: false,
         enable_chunked_prefill: true,
+        kv_dtype: Default::default(),
     }
 }
 

@@ -29,6 +29,7 @@ fn engine(num_blocks: usize) -> EngineHandle {
         num_blocks,
         enable_prefix_caching: true,
         enable_chunked_prefill: true,
+        kv_dtype: Default::default(),
     };
     EngineHandle::start(parts, cfg).unwrap()
 }

@@ -35,13 +35,15 @@ pub struct Kernels {
     add_bias: CudaFunction,
     f32_to_bf16: CudaFunction,
     gather_rows: CudaFunction,
-    write_kv: CudaFunction,
+    /// [bf16 cache, fp8 cache] variants.
+    write_kv: [CudaFunction; 2],
     attention_prefill: CudaFunction,
-    /// `attn_decode[l * 3 + h]`: DECODE_LANES_PER_KEY[l], DECODE_HEADS_PER_BLOCK[h].
-    attn_decode: Vec<CudaFunction>,
+    /// `attn_decode[c][l * 3 + h]`: cache c (bf16, fp8), DECODE_LANES_PER_KEY[l],
+    /// DECODE_HEADS_PER_BLOCK[h].
+    attn_decode: [Vec<CudaFunction>; 2],
     attn_decode_merge: CudaFunction,
-    /// Tensor-core prefill for head_dim 64 and 128.
-    attn_prefill_tc: [CudaFunction; 2],
+    /// Tensor-core prefill, `[cache][head_dim 64, 128]`.
+    attn_prefill_tc: [[CudaFunction; 2]; 2],
     argmax_rows: CudaFunction,
     sample_rows: CudaFunction,
     /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per block;
@@ -50,7 +52,7 @@ pub struct Kernels {
     gemv3: Vec<CudaFunction>,
     /// `gemv_swiglu[(M - 1) * 2 + i]`: i + 1 features (gate and up rows each) per warp.
     gemv_swiglu: Vec<CudaFunction>,
-    rope_write_kv: CudaFunction,
+    rope_write_kv: [CudaFunction; 2],
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -107,15 +109,17 @@ impl Kernels {
             add_bias: f("add_bias")?,
             f32_to_bf16: f("f32_to_bf16")?,
             gather_rows: f("gather_rows")?,
-            write_kv: f("write_kv")?,
+            write_kv: [f("write_kv")?, f("write_kv_fp8")?],
             attention_prefill: f("attention_prefill")?,
-            attn_decode: DECODE_LANES_PER_KEY
-                .iter()
-                .flat_map(|l| DECODE_HEADS_PER_BLOCK.map(|h| (*l, h)))
-                .map(|(l, h)| f(&format!("attn_decode_{l}_{h}")))
-                .collect::<Result<_, _>>()?,
+            attn_decode: [
+                decode_variants(&f, "attn_decode")?,
+                decode_variants(&f, "attn_decode_fp8")?,
+            ],
             attn_decode_merge: f("attn_decode_merge")?,
-            attn_prefill_tc: [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
+            attn_prefill_tc: [
+                [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
+                [f("attn_prefill_tc_fp8_64")?, f("attn_prefill_tc_fp8_128")?],
+            ],
             argmax_rows: f("argmax_rows")?,
             sample_rows: f("sample_rows")?,
             gemv: (1..=GEMV_MAX_ROWS)
@@ -130,7 +134,7 @@ impl Kernels {
                 .flat_map(|m| [1, 2].map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
-            rope_write_kv: f("rope_write_kv")?,
+            rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             stream,
             skip: AtomicBool::new(false),
         })
@@ -274,21 +278,22 @@ impl Kernels {
         )
     }
 
-    /// Writes `rows` K and V rows of `kv_dim` into the layer's bf16 caches at `slots`.
+    /// Writes `rows` K and V rows of `kv_dim` into the layer's caches (bf16, or fp8 e4m3 when
+    /// `fp8`) at `slots`.
     pub fn write_kv(
         &self,
         k: u64,
         v: u64,
         slots: u64,
         caches: (u64, u64),
-        rows: usize,
-        kv_dim: usize,
+        (rows, kv_dim): (usize, usize),
+        fp8: bool,
     ) -> Result<(), BackendError> {
         let (kc, vc) = caches;
         let d = kv_dim as i32;
         launch!(
-            self,
-            write_kv,
+            @fn self,
+            &self.write_kv[usize::from(fp8)],
             cfg((rows as u32, 1), row_threads(kv_dim)),
             k,
             v,
@@ -347,7 +352,7 @@ impl Kernels {
             };
             launch!(
                 @fn self,
-                &self.attn_decode[li * 3 + hi],
+                &self.attn_decode[usize::from(a.fp8)][li * 3 + hi],
                 c,
                 a.q,
                 a.k_cache,
@@ -413,7 +418,7 @@ impl Kernels {
             a.head_dim
         );
         let [nh, nkv, _, bs] = a.layout();
-        let f = &self.attn_prefill_tc[usize::from(a.head_dim == 128)];
+        let f = &self.attn_prefill_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
         launch!(
             @fn self,
             f,
@@ -638,8 +643,8 @@ impl Kernels {
         );
         let (kc, vc) = a.caches;
         launch!(
-            self,
-            rope_write_kv,
+            @fn self,
+            &self.rope_write_kv[usize::from(a.fp8)],
             cfg((a.rows as u32, (n_heads + a.n_kv_heads) as u32), 128),
             a.q,
             a.k,
@@ -673,10 +678,24 @@ pub struct RopeWriteLaunch {
     pub inv_freq: u64,
     pub slots: u64,
     pub caches: (u64, u64),
+    /// fp8 e4m3 caches (else bf16).
+    pub fp8: bool,
     pub rows: usize,
     /// The rotary layout, with n_heads the query heads.
     pub shape: RopeShape,
     pub n_kv_heads: usize,
+}
+
+/// The decode attention kernels of one cache type, in `attn_decode` order.
+fn decode_variants(
+    f: &dyn Fn(&str) -> Result<CudaFunction, BackendError>,
+    prefix: &str,
+) -> Result<Vec<CudaFunction>, BackendError> {
+    DECODE_LANES_PER_KEY
+        .iter()
+        .flat_map(|l| DECODE_HEADS_PER_BLOCK.map(|h| (*l, h)))
+        .map(|(l, h)| f(&format!("{prefix}_{l}_{h}")))
+        .collect()
 }
 
 /// Head layout for `rope`.
@@ -715,4 +734,6 @@ pub struct AttnLaunch {
     pub head_dim: usize,
     pub block_size: usize,
     pub scale: f32,
+    /// fp8 e4m3 caches (else bf16).
+    pub fp8: bool,
 }

@@ -25,7 +25,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
 
-use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec, RopeWrite};
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, KvDtype, RopeSpec, RopeWrite};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 use arena::Arena;
 use gemm::Gemm;
@@ -72,11 +72,11 @@ pub struct CudaBuf {
     cap: usize,
 }
 
-/// The bf16 paged KV cache, all layers in one K and one V allocation.
+/// The paged KV cache (bf16 or fp8 e4m3 elements), all layers in one K and one V allocation.
 pub struct CudaKvCache {
     spec: KvCacheSpec,
-    _k: CudaSlice<u16>,
-    _v: CudaSlice<u16>,
+    _k: CudaSlice<u8>,
+    _v: CudaSlice<u8>,
     k: u64,
     v: u64,
 }
@@ -85,8 +85,12 @@ impl CudaKvCache {
     fn layer(&self, layer: usize) -> (u64, u64) {
         let s = &self.spec;
         let elems = s.num_blocks * s.block_size * s.num_kv_heads * s.head_dim;
-        let off = (layer * elems * 2) as u64;
+        let off = (layer * elems * s.dtype.bytes()) as u64;
         (self.k + off, self.v + off)
+    }
+
+    fn fp8(&self) -> bool {
+        self.spec.dtype == KvDtype::Fp8E4m3
     }
 }
 
@@ -470,10 +474,14 @@ impl Backend for CudaBackend {
     }
 
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<CudaKvCache, BackendError> {
-        let n =
-            spec.num_layers * spec.num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
-        let k = self.stream.alloc_zeros::<u16>(n)?;
-        let v = self.stream.alloc_zeros::<u16>(n)?;
+        let n = spec.num_layers
+            * spec.num_blocks
+            * spec.block_size
+            * spec.num_kv_heads
+            * spec.head_dim
+            * spec.dtype.bytes();
+        let k = self.stream.alloc_zeros::<u8>(n)?;
+        let v = self.stream.alloc_zeros::<u8>(n)?;
         let (kp, vp) = (self.dptr(&k), self.dptr(&v));
         self.state().moves += 1;
         Ok(CudaKvCache {
@@ -677,6 +685,7 @@ impl Backend for CudaBackend {
                 inv_freq,
                 slots: step.slots,
                 caches: cache.layer(p.layer),
+                fp8: cache.fp8(),
                 rows: step.n_tokens,
                 shape: RopeShape {
                     n_heads: p.n_heads,
@@ -755,8 +764,8 @@ impl Backend for CudaBackend {
             v.ptr,
             step.slots,
             cache.layer(layer),
-            step.n_tokens,
-            kv_dim,
+            (step.n_tokens, kv_dim),
+            cache.fp8(),
         );
         self.finish("write_kv", t0, r);
     }
@@ -786,10 +795,13 @@ impl Backend for CudaBackend {
             head_dim: shape.head_dim,
             block_size: cache.spec.block_size,
             scale: shape.scale,
+            fp8: cache.fp8(),
         };
         let d = shape.head_dim;
         let r = self.attn_parts(shape).and_then(|parts| {
-            let tiled = Kernels::tc_attention_supports(d) || Kernels::tiled_attention_supports(d);
+            // The CUDA-core tiled kernel reads bf16 caches only.
+            let tiled = Kernels::tc_attention_supports(d)
+                || (Kernels::tiled_attention_supports(d) && !cache.fp8());
             if !tiled {
                 return self
                     .kernels

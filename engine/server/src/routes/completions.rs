@@ -145,11 +145,12 @@ pub async fn completions(
         return Ok(stream_response(s, plan, prompt, stream).into_response());
     }
     let mut choices = Vec::new();
-    let (mut prompt_tokens, mut completion) = (0usize, 0usize);
+    let (mut prompt_tokens, mut completion, mut cached) = (0usize, 0usize, 0usize);
     for (pi, (prompt, stream)) in streams.into_iter().enumerate() {
         prompt_tokens += prompt.len();
-        let (mut c, used) = collect(&s, &plan, &prompt, stream).await?;
+        let (mut c, used, hit) = collect(&s, &plan, &prompt, stream).await?;
         completion += used;
+        cached += hit;
         for ch in &mut c {
             ch.index += (pi * plan.n) as u32;
         }
@@ -161,7 +162,9 @@ pub async fn completions(
         created: plan.created,
         model: s.model_name.to_string(),
         choices,
-        usage: Some(Usage::new(prompt_tokens as u32, completion as u32)),
+        usage: Some(
+            Usage::new(prompt_tokens as u32, completion as u32).with_cached_tokens(cached as u32),
+        ),
     })
     .into_response())
 }
@@ -206,7 +209,7 @@ async fn collect(
     plan: &Plan,
     prompt: &[u32],
     mut stream: RequestStream,
-) -> Result<(Vec<CompletionChoice>, usize), ApiError> {
+) -> Result<(Vec<CompletionChoice>, usize, usize), ApiError> {
     let tok = s.tokenizer.clone();
     let echo = if plan.echo {
         tok.decode(prompt, false).unwrap_or_default()
@@ -219,7 +222,7 @@ async fn collect(
     let mut out: Vec<String> = vec![echo; plan.n];
     let mut lps: Vec<CompletionLogprobs> = vec![CompletionLogprobs::default(); plan.n];
     let mut finish: Vec<Option<FinishReason>> = vec![None; plan.n];
-    let mut used = 0;
+    let (mut used, mut cached) = (0, 0);
     while let Some(o) = stream.next().await {
         let i = o.index;
         if finish[i].is_some() {
@@ -238,6 +241,7 @@ async fn collect(
             finish[i] = Some(r);
             if let Some(m) = o.metrics {
                 used += m.generated_tokens;
+                cached = cached.max(m.cached_tokens);
                 s.metrics.observe(&m, r);
             }
             if finish.iter().all(Option::is_some) {
@@ -256,7 +260,7 @@ async fn collect(
             finish_reason: Some(wire_finish(finish[i].unwrap_or(FinishReason::Abort))),
         })
         .collect();
-    Ok((choices, used))
+    Ok((choices, used, cached))
 }
 
 fn stream_response(
@@ -306,7 +310,7 @@ fn stream_response(
             }
         }
         let mut done = vec![false; plan.n];
-        let mut used = 0;
+        let (mut used, mut cached) = (0, 0);
         while let Some(o) = stream.next().await {
             let i = o.index;
             if done[i] {
@@ -339,6 +343,7 @@ fn stream_response(
                 done[i] = true;
                 if let Some(m) = o.metrics {
                     used += m.generated_tokens;
+                    cached = cached.max(m.cached_tokens);
                     s.metrics.observe(&m, r);
                 }
                 if done.iter().all(|d| *d) {
@@ -349,7 +354,9 @@ fn stream_response(
         if plan.include_usage {
             send(
                 Vec::new(),
-                Some(Usage::new(prompt.len() as u32, used as u32)),
+                Some(
+                    Usage::new(prompt.len() as u32, used as u32).with_cached_tokens(cached as u32),
+                ),
             );
         }
         let _ = tx.send(Event::default().data("[DONE]"));
