@@ -5,6 +5,8 @@
 # because one carry is limited to 64 MiB: part 1 in devbin/, part 2 in devbin2/ carried by the
 # next call while the machine is still warm). Usage: tests/device/run.sh STAGE...
 #   ops      op-level CUDA-vs-CPU tests, the tiny HF fixtures on CUDA, compute-sanitizer memcheck
+#   kernels  each op's speed at Qwen3-8B shapes vs the copy bandwidth (benches/cuda_kernels.rs)
+#   fp8      the Qwen3-8B-shaped checkpoint with an fp8 e4m3 KV cache: pp/tg bench, 64 concurrent
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
 #            transformers' own decode speed
 #   bench    only the checkpoint and our pp/tg bench
@@ -50,6 +52,22 @@ qwen3)
 bench)
     t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
     t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
+    t bench_ub8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 2 -u 8192
+    t c64 "$E" bench --model /tmp/q8b --concurrency 64 --serve-prompt 1000 --serve-gen 1000
+    ;;
+kernels)
+    HEARTH_TEST_CUDA=1 t kernels "$B/cuda_kernels" --bench
+    ;;
+fp8)
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    printf 'name: q8b-fp8\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 4096, max_num_seqs: 64}\n' > /tmp/q8b-fp8.yaml
+    t bench_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml -p 512,8192 -n 128 -r 2
+    t c64_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml --concurrency 64 --serve-prompt 1000 --serve-gen 1000
+    ;;
+profile64)
+    # Decode-dominated per-op split at 64 concurrent sequences (bf16 KV, then fp8).
+    HEARTH_CUDA_PROFILE=1 t profile_c64_decode "$E" bench --model /tmp/q8b --concurrency 64 --serve-prompt 1000 --serve-gen 300
+    [ -e /tmp/q8b-fp8.yaml ] && HEARTH_CUDA_PROFILE=1 t profile_c64_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml --concurrency 64 --serve-prompt 1000 --serve-gen 300
     ;;
 profile)
     HEARTH_CUDA_PROFILE=1 t profile_pp8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 1
@@ -98,3 +116,6 @@ smollm2)
     ;;
 esac; done
 cat "$OUT/summary.txt"
+# The device tool brings back at most 8 files: everything in one archive, plus the summary.
+tar czf /tmp/hearth-results.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete &&
+    mv /tmp/hearth-results.tgz "$OUT/results.tgz"

@@ -132,6 +132,10 @@ fn linear_gemv_and_gemm_match_cpu() {
         (2, 4096, 128, false),
         (1, 8195, 64, false),
         (8, 8192, 128, true),
+        // Decode batch sizes past the GEMV rows.
+        (16, 256, 1024, true),
+        (33, 96, 64, true),
+        (64, 512, 4096, false),
     ] {
         let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 1));
         let (bc, bg) = p.w("b", vec![n], &rand(n, 2));
@@ -165,6 +169,10 @@ fn fused_qkv_and_swiglu_match_cpu() {
         (3, 256, 64, 96, true),
         (8, 96, 32, 64, false),
         (12, 128, 64, 64, true),
+        // Decode batch sizes past the GEMV rows, and K of real models.
+        (33, 512, 128, 1024, true),
+        (20, 256, 64, 2048, false),
+        (64, 4096, 1024, 4096, false),
     ] {
         let (qc, qg) = p.w("q", vec![nq, k], &rand(nq * k, 30));
         let (kc, kg) = p.w("k", vec![nkv, k], &rand(nkv * k, 31));
@@ -308,7 +316,8 @@ fn rope_write_kv_matches_cpu() {
         gpu.attention(&cg, 1, &upload(&gpu, &pq), shape, &sg, &mut ag);
         let got = gpu.to_host(&ag);
         let d = max_rel(&got, &ac);
-        assert!(d < 1e-3, "rope_write_kv cache contents: {d}");
+        // Decode attention (head_dim 64) runs on the tensor cores: Q and P in bf16.
+        assert!(d < 2e-2, "rope_write_kv cache contents: {d}");
         assert!(
             got[2 * n_heads * hd..].iter().all(|x| *x == 0.0),
             "the padding row wrote into the cache"
@@ -548,6 +557,9 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         (64, 6, 2, KvDtype::Bf16),
         (96, 4, 4, KvDtype::Bf16),
         (128, 32, 8, KvDtype::Fp8E4m3),
+        // A GQA group filling the tensor-core tile (16 heads), and no grouping (fp8, 64).
+        (128, 16, 1, KvDtype::Bf16),
+        (64, 4, 4, KvDtype::Fp8E4m3),
     ] {
         let bs = 16;
         let long = 3000;
@@ -638,7 +650,9 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             "split decode attention head_dim {hd} heads {n_heads}/{n_kv} {}: max rel diff {d:.2e}",
             dtype.name()
         );
-        assert!(d < 1e-4, "split decode attention head_dim {hd}: {d}");
+        // The tensor-core kernel (head_dim 64 and 128) rounds Q and P to bf16 (f16 for fp8).
+        let tolerance = if hd == 64 || hd == 128 { 2e-2 } else { 1e-4 };
+        assert!(d < tolerance, "split decode attention head_dim {hd}: {d}");
         assert!(pad.iter().all(|x| *x == 0.0), "padding rows must be zeros");
     }
 }

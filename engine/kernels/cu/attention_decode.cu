@@ -16,9 +16,10 @@
 #define DEC_MAX_SPLITS 32
 #define DEC_SPLIT_MIN 64  // keys per split at least
 
-// Splits for a row that sees `keys` keys: a function of `keys` alone.
-__device__ __forceinline__ int dec_splits(int keys) {
-    return max(1, min(DEC_MAX_SPLITS, (keys + DEC_SPLIT_MIN - 1) / DEC_SPLIT_MIN));
+// Splits for a row that sees `keys` keys, each of at least `split_min` keys: a function of
+// `keys` alone (for a given kernel).
+__device__ __forceinline__ int dec_splits(int keys, int split_min) {
+    return max(1, min(DEC_MAX_SPLITS, (keys + split_min - 1) / split_min));
 }
 
 // Visible keys of token row t (0 for a padded row).
@@ -48,7 +49,7 @@ __device__ __forceinline__ void attn_decode_body(
     const int h0 = blockIdx.y * HB, split = blockIdx.z;
     const uint32_t* info = seq_info + 4 * tok_seq[t];
     const int keys = dec_keys(t, info);
-    const int n_split = dec_splits(keys);
+    const int n_split = dec_splits(keys, DEC_SPLIT_MIN);
     if (split >= n_split) return;
     const int per = (keys + n_split - 1) / n_split;
     const int k_begin = split * per, k_end = min(keys, k_begin + per);
@@ -155,16 +156,17 @@ __device__ __forceinline__ void attn_decode_body(
 ATTN_DECODE_ALL(attn_decode, bf16)
 ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 
-// Merges the splits of rows with more than one (in split order). Grid: (rows, n_heads).
+// Merges the splits of rows with more than one (in split order); split_min is the split kernel's.
+// Grid: (rows, n_heads).
 extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
                                              const float* __restrict__ part_acc,
                                              float* __restrict__ out,
                                              const uint32_t* __restrict__ rows,
                                              const uint32_t* __restrict__ tok_seq,
                                              const uint32_t* __restrict__ seq_info, int n_heads,
-                                             int head_dim) {
+                                             int head_dim, int split_min) {
     const int i = blockIdx.x, h = blockIdx.y, t = rows[i];
-    const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]));
+    const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]), split_min);
     if (n_split == 1) return;
     const size_t ph = ((size_t)i * n_heads + h) * DEC_MAX_SPLITS;
     float M = -INFINITY;

@@ -3,5 +3,6 @@
 #include "gemv.cu"
 #include "attention.cu"
 #include "attention_decode.cu"
+#include "attention_decode_tc.cu"
 #include "attention_prefill.cu"
 #include "sample.cu"

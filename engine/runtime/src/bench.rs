@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use hearth_backend::Backend;
+use hearth_backend::{Backend, KvDtype};
 use hearth_models::CausalLm;
 
 use crate::generate::Generator;
@@ -34,22 +34,40 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-/// Runs ppN for each of `pp` and tgN for each of `tg`, `reps` times each after one warm-up.
+/// What `run` measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchOptions {
+    /// Prompt lengths: one ppN test each.
+    pub pp: Vec<usize>,
+    /// Generation lengths: one tgN test each.
+    pub tg: Vec<usize>,
+    /// Timed repetitions of each test, after one warm-up.
+    pub reps: usize,
+    /// Prompt tokens per forward pass (llama-bench's -ub; its default is 512).
+    pub ubatch: usize,
+    pub kv_dtype: KvDtype,
+}
+
+/// Runs ppN for each of `o.pp` and tgN for each of `o.tg`, `o.reps` times each after one
+/// warm-up.
 pub fn run<B: Backend>(
     backend: &B,
     model: &dyn CausalLm<B>,
-    pp: &[usize],
-    tg: &[usize],
-    reps: usize,
+    o: &BenchOptions,
 ) -> Result<Vec<BenchResult>, RuntimeError> {
+    let (pp, tg, reps) = (&o.pp, &o.tg, o.reps);
+    let new_gen = |max_len| {
+        Generator::with_kv_dtype(backend, model, max_len, o.kv_dtype)
+            .map(|g| g.with_prefill_chunk(o.ubatch))
+    };
     let vocab = model.info().vocab_size;
     let max_len = pp.iter().chain(tg).copied().max().unwrap_or(1) + 4;
     let mut results = Vec::new();
-    for &n in pp {
+    for &n in pp.iter() {
         let tokens = prompt(n, vocab);
         let mut rates = Vec::with_capacity(reps);
         for rep in 0..=reps {
-            let mut gen = Generator::new(backend, model, max_len)?;
+            let mut gen = new_gen(max_len)?;
             let t = Instant::now();
             gen.prefill(&tokens)?;
             if rep > 0 {
@@ -63,10 +81,10 @@ pub fn run<B: Backend>(
             tokens_per_s_std: std,
         });
     }
-    for &n in tg {
+    for &n in tg.iter() {
         let mut rates = Vec::with_capacity(reps);
         for rep in 0..=reps {
-            let mut gen = Generator::new(backend, model, max_len)?;
+            let mut gen = new_gen(max_len)?;
             // As llama-bench's tg: n decode steps, timed without the one-token prompt before them.
             let (_, stats) = gen.generate(
                 &prompt(1, vocab),

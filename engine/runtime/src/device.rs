@@ -174,12 +174,7 @@ pub trait ModelEngine: Send {
     /// `n` greedy tokens after `prompt`.
     fn greedy(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, RuntimeError>;
     /// llama-bench style ppN / tgN runs on an empty cache.
-    fn bench(
-        &self,
-        pp: &[usize],
-        tg: &[usize],
-        reps: usize,
-    ) -> Result<Vec<BenchResult>, RuntimeError>;
+    fn bench(&self, o: &crate::bench::BenchOptions) -> Result<Vec<BenchResult>, RuntimeError>;
 }
 
 pub(crate) struct OnBackend<B: Backend> {
@@ -268,12 +263,7 @@ where
         Ok(out)
     }
 
-    fn bench(
-        &self,
-        pp: &[usize],
-        tg: &[usize],
-        reps: usize,
-    ) -> Result<Vec<BenchResult>, RuntimeError> {
-        crate::bench::run(&self.backend, self.model.as_ref(), pp, tg, reps)
+    fn bench(&self, o: &crate::bench::BenchOptions) -> Result<Vec<BenchResult>, RuntimeError> {
+        crate::bench::run(&self.backend, self.model.as_ref(), o)
     }
 }

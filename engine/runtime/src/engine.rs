@@ -261,6 +261,7 @@ impl EngineHandle {
             },
             prefix_caching: cfg.enable_prefix_caching,
             parked: HashMap::new(),
+            trace: crate::step_trace::StepTrace::from_env(),
         };
         let thread = std::thread::Builder::new()
             .name("hearth-engine-core".into())
@@ -385,6 +386,7 @@ struct Core<B: Backend> {
     /// Samples 1..n of a request, held back until sample 0's prefill is cached so that they
     /// share its prompt blocks instead of each computing them in the same step.
     parked: HashMap<RequestId, Vec<NewSeq>>,
+    trace: crate::step_trace::StepTrace,
 }
 
 /// vLLM's periodic stats line, every `STATS_EVERY` while busy.
@@ -526,6 +528,7 @@ impl<B: Backend> Core<B> {
 
     /// One step; false when nothing could be scheduled.
     fn step(&mut self) -> bool {
+        let mut marks = self.trace.start();
         let out: SchedulerOutput = self.sched.schedule();
         if out.is_empty() {
             return false;
@@ -547,6 +550,9 @@ impl<B: Backend> Core<B> {
         // Decode steps run at the backend's graph sizes; padding rows come last and are ignored.
         batch.pad_decode(self.decode_sizes);
         let kv = &mut self.kv;
+        if let Some(m) = marks.as_mut() {
+            m.batch_built();
+        }
         // When every sampled sequence is plain greedy, the backend picks the tokens where the
         // logits are (on a GPU only the ids come back), else the host samples from the rows.
         let greedy = sampled_ids.iter().all(|id| {
@@ -583,6 +589,9 @@ impl<B: Backend> Core<B> {
                 Vec::new(),
             )
         };
+        if let Some(m) = marks.as_mut() {
+            m.forward_done();
+        }
         let vocab = model.info().vocab_size;
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
@@ -615,6 +624,7 @@ impl<B: Backend> Core<B> {
         if self.log.at.elapsed() >= STATS_EVERY {
             self.log_stats();
         }
+        self.trace.end(marks, out.num_tokens);
         true
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use hearth_backend::{AttnMetadata, Backend, SeqAttn};
+use hearth_backend::{AttnMetadata, Backend, KvDtype, SeqAttn};
 use hearth_models::{CausalLm, ForwardBatch};
 
 use crate::request::FinishReason;
@@ -49,9 +49,20 @@ impl<'a, B: Backend> Generator<'a, B> {
         model: &'a dyn CausalLm<B>,
         max_len: usize,
     ) -> Result<Self, RuntimeError> {
+        Self::with_kv_dtype(backend, model, max_len, KvDtype::default())
+    }
+
+    /// As `new`, with the KV cache's element type (where the backend has a choice).
+    pub fn with_kv_dtype(
+        backend: &'a B,
+        model: &'a dyn CausalLm<B>,
+        max_len: usize,
+        kv_dtype: KvDtype,
+    ) -> Result<Self, RuntimeError> {
         let block_size = 16;
         let num_blocks = max_len.div_ceil(block_size);
-        let kv = backend.alloc_kv(model.kv_spec(num_blocks, block_size))?;
+        let spec = model.kv_spec(num_blocks, block_size).with_dtype(kv_dtype);
+        let kv = backend.alloc_kv(spec)?;
         // One sequence: every decode step is one row, a graph size of its own.
         backend.enable_decode_graphs();
         Ok(Generator {

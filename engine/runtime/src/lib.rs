@@ -14,7 +14,9 @@ pub mod request;
 pub mod runner;
 pub mod sampler;
 mod stats;
+mod step_trace;
 
+pub use bench::BenchOptions;
 pub use device::{DeviceBackend, ModelEngine, StepLimits};
 pub use engine::{EngineConfig, EngineHandle, EngineParts, RequestStream, SubmitError};
 pub use error::RuntimeError;

@@ -22,6 +22,13 @@ pub const DECODE_CHUNK_ROWS: usize = 64;
 const DECODE_LANES_PER_KEY: [usize; 3] = [8, 16, 32];
 /// Query heads per block it comes in.
 const DECODE_HEADS_PER_BLOCK: [usize; 3] = [1, 2, 4];
+/// Keys per split at least, of the CUDA-core and the tensor-core decode kernels
+/// (DEC_SPLIT_MIN, DTC_SPLIT_MIN).
+const DECODE_SPLIT_MIN: i32 = 64;
+const DECODE_TC_SPLIT_MIN: i32 = 128;
+/// Warps per block and keys per warp tile of the tensor-core decode kernel (DTC_WARPS, DTC_BK).
+const DECODE_TC_WARPS: usize = 4;
+const DECODE_TC_BK: usize = 16;
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
@@ -42,6 +49,8 @@ pub struct Kernels {
     /// DECODE_HEADS_PER_BLOCK[h].
     attn_decode: [Vec<CudaFunction>; 2],
     attn_decode_merge: CudaFunction,
+    /// Tensor-core decode, `[cache][head_dim 64, 128]` (attention_decode_tc.cu).
+    attn_decode_tc: [[CudaFunction; 2]; 2],
     /// Tensor-core prefill, `[cache][head_dim 64, 128]`.
     attn_prefill_tc: [[CudaFunction; 2]; 2],
     argmax_rows: CudaFunction,
@@ -100,7 +109,7 @@ macro_rules! launch {
 impl Kernels {
     pub fn load(module: &Arc<CudaModule>, stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let f = |name: &str| module.load_function(name).map_err(BackendError::from);
-        Ok(Kernels {
+        let k = Kernels {
             embedding: f("embedding")?,
             rms_norm: f("rms_norm")?,
             add_rms_norm: f("add_rms_norm")?,
@@ -116,6 +125,10 @@ impl Kernels {
                 decode_variants(&f, "attn_decode_fp8")?,
             ],
             attn_decode_merge: f("attn_decode_merge")?,
+            attn_decode_tc: [
+                [f("attn_decode_tc_64")?, f("attn_decode_tc_128")?],
+                [f("attn_decode_tc_fp8_64")?, f("attn_decode_tc_fp8_128")?],
+            ],
             attn_prefill_tc: [
                 [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
                 [f("attn_prefill_tc_fp8_64")?, f("attn_prefill_tc_fp8_128")?],
@@ -137,7 +150,41 @@ impl Kernels {
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             stream,
             skip: AtomicBool::new(false),
-        })
+        };
+        for (c, fp8) in [false, true].into_iter().enumerate() {
+            for (h, hd) in [64, 128].into_iter().enumerate() {
+                let bytes = Self::decode_tc_smem(hd, fp8) as i32;
+                k.attn_decode_tc[c][h].set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes,
+                )?;
+            }
+        }
+        Ok(k)
+    }
+
+    /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
+    /// two stages of K and V tiles (bf16 rows padded by 8, or fp8 rows) plus, for fp8, one
+    /// widened f16 tile pair; at least the warps' merge area.
+    fn decode_tc_smem(hd: usize, fp8: bool) -> usize {
+        let row = (hd + 8) * 2;
+        let stage = if fp8 {
+            2 * DECODE_TC_BK * hd
+        } else {
+            2 * DECODE_TC_BK * row
+        };
+        let wide = if fp8 { 2 * DECODE_TC_BK * row } else { 0 };
+        let merge = DECODE_TC_WARPS * 16 * (hd + 2) * 4;
+        (DECODE_TC_WARPS * (2 * stage + wide)).max(merge)
+    }
+
+    /// Whether the tensor-core decode kernel handles this head layout (GQA groups of up to 16
+    /// query heads, head_dim 64 or 128).
+    pub fn decode_tc_supports(n_heads: usize, n_kv_heads: usize, head_dim: usize) -> bool {
+        n_kv_heads > 0
+            && n_heads.is_multiple_of(n_kv_heads)
+            && n_heads / n_kv_heads <= 16
+            && (head_dim == 64 || head_dim == 128)
     }
 
     /// Whether launches are being skipped (a decode graph replays this step).
@@ -319,6 +366,9 @@ impl Kernels {
         n_rows: usize,
         parts: u64,
     ) -> Result<(), BackendError> {
+        if Self::decode_tc_supports(a.n_heads, a.n_kv_heads, a.head_dim) {
+            return self.attention_decode_tc(a, rows, n_rows, parts);
+        }
         assert!(
             Self::decode_attention_supports(a.head_dim),
             "decode attention: head_dim {}",
@@ -370,21 +420,79 @@ impl Kernels {
                 bs,
                 a.scale
             )?;
+            self.decode_merge(a, (rows, n), parts, DECODE_SPLIT_MIN)?;
+        }
+        Ok(())
+    }
+
+    /// `attention_decode` on the tensor cores (attention_decode_tc.cu).
+    fn attention_decode_tc(
+        &self,
+        a: &AttnLaunch,
+        rows: u64,
+        n_rows: usize,
+        parts: u64,
+    ) -> Result<(), BackendError> {
+        let [nh, nkv, _, bs] = a.layout();
+        let ml = parts;
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        let f = &self.attn_decode_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
+            let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
+            let rows = rows + 4 * start as u64;
+            let c = LaunchConfig {
+                grid_dim: (n, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
+                block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
+                shared_mem_bytes: Self::decode_tc_smem(a.head_dim, a.fp8) as u32,
+            };
             launch!(
-                self,
-                attn_decode_merge,
-                cfg((n, a.n_heads as u32), 128),
+                @fn self,
+                f,
+                c,
+                a.q,
+                a.k_cache,
+                a.v_cache,
+                a.out,
                 ml,
                 acc,
-                a.out,
                 rows,
                 a.tok_seq,
                 a.seq_info,
+                a.block_tables,
                 nh,
-                hd
+                nkv,
+                bs,
+                a.scale
             )?;
+            self.decode_merge(a, (rows, n), parts, DECODE_TC_SPLIT_MIN)?;
         }
         Ok(())
+    }
+
+    /// Merges the splits of `n` launch rows at `rows` (attn_decode_merge).
+    fn decode_merge(
+        &self,
+        a: &AttnLaunch,
+        (rows, n): (u64, u32),
+        parts: u64,
+        split_min: i32,
+    ) -> Result<(), BackendError> {
+        let [nh, _, hd, _] = a.layout();
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        launch!(
+            self,
+            attn_decode_merge,
+            cfg((n, a.n_heads as u32), 128),
+            parts,
+            acc,
+            a.out,
+            rows,
+            a.tok_seq,
+            a.seq_info,
+            nh,
+            hd,
+            split_min
+        )
     }
 
     fn decode_ml_bytes(n_heads: usize) -> usize {

@@ -100,7 +100,7 @@ struct State {
     gemm: Gemm,
     step: step::Staging,
     /// bf16 copy of a GEMM's input rows.
-    scratch: Option<(CudaSlice<u16>, u64)>,
+    scratch: Option<(CudaSlice<u8>, u64)>,
     /// Pinned staging for weight uploads, made on the first upload.
     uploader: Option<upload::Uploader>,
     /// The decode attention kernel's split buffer.
@@ -240,6 +240,36 @@ impl CudaBackend {
 
     pub fn synchronize(&self) -> Result<(), BackendError> {
         Ok(self.stream.synchronize()?)
+    }
+
+    /// Device-to-device copy bandwidth in bytes per second (bytes read plus bytes written) over
+    /// a `bytes`-long buffer: the roofline memory-bound kernels are judged against.
+    pub fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError> {
+        let half = bytes / 2;
+        // SAFETY: both buffers are written by the copies below before being read again; the
+        // source's contents do not matter to a bandwidth measurement.
+        let (src, dst) = unsafe {
+            (
+                self.stream.alloc::<u8>(half)?,
+                self.stream.alloc::<u8>(half)?,
+            )
+        };
+        let (s, d) = (self.dptr(&src), self.dptr(&dst));
+        let copy = || {
+            // SAFETY: s and d are live allocations of `half` bytes on this stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(d, s, half, self.stream.cu_stream())
+            }
+        };
+        copy()?;
+        self.stream.synchronize()?;
+        let reps = 20;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            copy()?;
+        }
+        self.stream.synchronize()?;
+        Ok(2.0 * (half * reps) as f64 / t0.elapsed().as_secs_f64())
     }
 
     /// Decode batch sizes with a captured graph (for the startup log).
@@ -584,15 +614,12 @@ impl Backend for CudaBackend {
                 None => Ok(()),
             })
         };
-        self.finish(
-            if m <= GEMV_MAX_ROWS {
-                "linear (gemv)"
-            } else {
-                "linear (cuBLASLt)"
-            },
-            t0,
-            r,
-        );
+        let op = match (m <= GEMV_MAX_ROWS, prefill.iter().any(|p| *p)) {
+            (true, _) => "linear (gemv)",
+            (false, true) => "linear (cuBLASLt, prefill)",
+            (false, false) => "linear (cuBLASLt, decode)",
+        };
+        self.finish(op, t0, r);
     }
 
     fn linear_qkv(
@@ -611,7 +638,8 @@ impl Backend for CudaBackend {
             CudaWeight::Vector { .. } => panic!("linear weight must be a matrix"),
         });
         let k = shapes[0].2;
-        if m > GEMV_MAX_ROWS || shapes.iter().any(|s| s.2 != k) {
+        let same_k = shapes.iter().all(|s| s.2 == k);
+        if m > GEMV_MAX_ROWS || !same_k {
             for (i, out) in outs.into_iter().enumerate() {
                 self.linear(x, prefill, ws[i], biases.map(|b| b[i]), out);
             }
@@ -816,7 +844,12 @@ impl Backend for CudaBackend {
                 self.kernels.attention_tiles(&a, step.tiles, step.n_tiles)
             }
         });
-        self.finish("attention", t0, r);
+        let op = if step.n_tiles == 0 {
+            "attention (rows)"
+        } else {
+            "attention (tiles)"
+        };
+        self.finish(op, t0, r);
     }
 
     fn sample_rows(&self, x: &CudaBuf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
@@ -880,41 +913,44 @@ impl CudaBackend {
         out: &CudaBuf,
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BackendError> {
-        let mut st = self.state();
-        let need = m * k;
-        if st.scratch.as_ref().is_none_or(|(s, _)| s.len() < need) {
-            // SAFETY: the scratch is written by f32_to_bf16 before cuBLASLt reads it.
-            let s = unsafe { self.stream.alloc::<u16>(need.next_power_of_two()) }?;
-            let p = self.dptr(&s);
-            st.scratch = Some((s, p));
-            st.moves += 1;
-        }
-        let xs = st
-            .scratch
-            .as_ref()
-            .map(|(_, p)| *p)
-            .expect("scratch was just ensured");
-        self.kernels.f32_to_bf16(x.ptr, xs, need)?;
+        let xs = self.bf16_copy(x, m * k)?;
         if self.kernels.skipping() {
             return Ok(());
         }
-        st.gemm.run(w, xs, out.ptr, (m, n, k))
+        self.state().gemm.run(w, xs, out.ptr, (m, n, k))
+    }
+
+    /// The first `n` values of x as bf16 in the scratch buffer (its address).
+    fn bf16_copy(&self, x: &CudaBuf, n: usize) -> Result<u64, BackendError> {
+        let xs = self.fixed_buf(|st| &mut st.scratch, 2 * n)?;
+        self.kernels.f32_to_bf16(x.ptr, xs, n)?;
+        Ok(xs)
+    }
+
+    /// A fixed device buffer of State of at least `bytes`, grown (moving it, so graphs are
+    /// captured again) when too small.
+    fn fixed_buf(
+        &self,
+        which: impl Fn(&mut State) -> &mut Option<(CudaSlice<u8>, u64)>,
+        bytes: usize,
+    ) -> Result<u64, BackendError> {
+        let mut st = self.state();
+        if let Some((b, p)) = which(&mut st) {
+            if b.len() >= bytes {
+                return Ok(*p);
+            }
+        }
+        // SAFETY: fixed buffers are written by the kernels that use them before being read.
+        let b = unsafe { self.stream.alloc::<u8>(bytes.max(256).next_power_of_two()) }?;
+        let p = self.dptr(&b);
+        *which(&mut st) = Some((b, p));
+        st.moves += 1;
+        Ok(p)
     }
 
     /// The decode attention split buffer, grown (moving it) when a layout needs more.
     fn attn_parts(&self, shape: AttnShape) -> Result<u64, BackendError> {
         let need = Kernels::decode_parts_bytes(shape.n_heads, shape.head_dim);
-        let mut st = self.state();
-        if let Some((b, p)) = &st.attn_parts {
-            if b.len() >= need {
-                return Ok(*p);
-            }
-        }
-        // SAFETY: split partials are written by the split kernel before the merge reads them.
-        let b = unsafe { self.stream.alloc::<u8>(need) }?;
-        let p = self.dptr(&b);
-        st.attn_parts = Some((b, p));
-        st.moves += 1;
-        Ok(p)
+        self.fixed_buf(|st| &mut st.attn_parts, need)
     }
 }

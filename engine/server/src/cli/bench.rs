@@ -17,6 +17,9 @@ pub struct BenchArgs {
     /// Repetitions per test (after one warm-up).
     #[arg(long, short = 'r', default_value_t = 3)]
     reps: usize,
+    /// Prompt tokens per forward pass in the ppN tests (llama-bench's -ub).
+    #[arg(long, short = 'u', default_value_t = 512)]
+    ubatch: usize,
     /// Serving benchmark instead: these numbers of concurrent requests through the engine
     /// (continuous batching), each a --serve-prompt-token prompt generating --serve-gen tokens.
     #[arg(long, value_delimiter = ',')]
@@ -34,9 +37,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     if !a.concurrency.is_empty() {
         return serving(a);
     }
-    let loaded = hearth_runtime::load(&a.model.request()?)?;
+    let req = a.model.request()?;
+    let loaded = hearth_runtime::load(&req)?;
     let backend = loaded.engine.backend_label();
-    let results = loaded.engine.bench(&a.prompt, &a.gen, a.reps)?;
+    let results = loaded.engine.bench(&hearth_runtime::BenchOptions {
+        pp: a.prompt.clone(),
+        tg: a.gen.clone(),
+        reps: a.reps,
+        ubatch: a.ubatch,
+        kv_dtype: req.kv_dtype,
+    })?;
     let name = loaded
         .path
         .file_name()

@@ -1,0 +1,300 @@
+// Paged attention for decode rows and short prefill chunks on the tensor cores: one block per
+// (query row, KV head, split of the row's keys). The G query heads that share the KV head (GQA,
+// G <= 16) are the rows of one m16 tile, so every key is read once for all of them; K and V
+// tiles of 16 keys are copied from the paged cache into shared memory with cp.async, two tiles
+// per warp in flight, and S = Q K^T and O += P V run as mma.sync with f32 accumulators. The four
+// warps of a block take every fourth tile of the split, each with its own online softmax, and
+// are merged at the end; rows with several splits are merged by attn_decode_merge.
+//
+// bf16 caches use bf16 mma (Q and P rounded to bf16, as the prefill kernel). fp8 e4m3 caches are
+// widened to f16, exactly, in shared memory and use f16 mma (Q and P in f16).
+//
+// The split count depends only on the row's own number of visible keys, the warps' share of the
+// keys is fixed, and every reduction runs in a fixed order: a row's numerics do not depend on
+// what else is in the step. A padded row (context_len 0) gets zeros.
+// Grid: (rows, n_kv_heads, DEC_MAX_SPLITS), DTC_WARPS * 32 threads, DtcSmem<HD, T>::BYTES of
+// dynamic shared memory (the launcher computes the same). head_dim is HD (64 or 128).
+#include <math.h>
+#include "mma.cuh"
+
+#define DTC_WARPS 4
+#define DTC_BK 16            // keys per warp tile
+#define DTC_SPLIT_MIN 128    // keys per split at least
+
+template <typename T>
+struct DtcMma;
+template <>
+struct DtcMma<bf16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        return pack_bf16(lo, hi);
+    }
+    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
+                                               uint32_t b1) {
+        mma_bf16(d, a, b0, b1);
+    }
+};
+template <>
+struct DtcMma<fp8> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
+    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
+                                               uint32_t b1) {
+        mma_f16(d, a, b0, b1);
+    }
+};
+
+// Per-warp shared memory: two stages of K and V tiles as the cache stores them (bf16 tiles with
+// padded rows, read by ldmatrix directly; fp8 tiles raw), plus for fp8 one widened f16 tile pair.
+template <int HD, typename T>
+struct DtcSmem {
+    static constexpr int ROW = HD + 8;  // 16-bit elements per padded tile row
+    static constexpr bool FP8 = std::is_same<T, fp8>::value;
+    static constexpr int STAGE_BYTES = FP8 ? 2 * DTC_BK * HD : 2 * DTC_BK * ROW * 2;
+    static constexpr int WIDE_BYTES = FP8 ? 2 * DTC_BK * ROW * 2 : 0;
+    static constexpr int WARP_BYTES = 2 * STAGE_BYTES + WIDE_BYTES;
+    static constexpr int MERGE_BYTES = DTC_WARPS * 16 * (HD + 2) * 4;
+    static constexpr int BYTES =
+        DTC_WARPS * WARP_BYTES > MERGE_BYTES ? DTC_WARPS * WARP_BYTES : MERGE_BYTES;
+};
+
+// Copies keys k0 .. k0 + DTC_BK - 1 of one KV head into a stage (K rows then V rows); keys past
+// last repeat the last one (their scores are masked).
+template <int HD, typename T>
+__device__ __forceinline__ void dtc_load(unsigned char* stage, const T* __restrict__ kc,
+                                         const T* __restrict__ vc, const uint32_t* table, int k0,
+                                         int last, int block_size, size_t kv_dim, int kvh,
+                                         int lane) {
+    using S = DtcSmem<HD, T>;
+    constexpr int EB = sizeof(T);          // bytes per element
+    constexpr int VEC = 16 / EB;           // elements per 16-byte copy
+    constexpr int VECS = HD / VEC;         // copies per key row
+    constexpr int DST_ROW = S::FP8 ? HD : S::ROW * 2;  // bytes per tile row in the stage
+#pragma unroll
+    for (int x = lane; x < DTC_BK * VECS; x += 32) {
+        const int j = x / VECS, c = x % VECS;
+        const int key = min(k0 + j, last);
+        const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+        const size_t at = slot * kv_dim + (size_t)kvh * HD + c * VEC;
+        cp_async16(stage + j * DST_ROW + c * 16, kc + at);
+        cp_async16(stage + (DTC_BK + j) * DST_ROW + c * 16, vc + at);
+    }
+}
+
+template <int HD, typename T>
+__device__ __forceinline__ void attn_decode_tc_body(
+    const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
+    float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
+    const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
+    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
+    int n_kv_heads, int block_size, float scale) {
+    using S = DtcSmem<HD, T>;
+    using Mma = DtcMma<T>;
+    constexpr int KC = HD / 16;  // k-chunks of Q K^T
+    constexpr int NT = HD / 8;   // n-tiles of O
+    extern __shared__ __align__(16) unsigned char dsm[];
+
+    const int i = blockIdx.x, t = rows[i];
+    const int kvh = blockIdx.y, split = blockIdx.z;
+    const int G = n_heads / n_kv_heads, h0 = kvh * G;
+    const uint32_t* info = seq_info + 4 * tok_seq[t];
+    const int keys = dec_keys(t, info);
+    const int n_split = dec_splits(keys, DTC_SPLIT_MIN);
+    if (split >= n_split) return;
+    const int per = (keys + n_split - 1) / n_split;
+    const int k_begin = split * per, k_end = min(keys, k_begin + per);
+    const int n_tiles = (k_end - k_begin + DTC_BK - 1) / DTC_BK;
+    const uint32_t* table = block_tables + info[3];
+    const size_t kv_dim = (size_t)n_kv_heads * HD;
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, tg = lane & 3;
+    unsigned char* wsm = dsm + warp * S::WARP_BYTES;
+
+    // Q fragments of the group's heads (rows g and g + 8 of the tile; rows >= G are zero),
+    // scaled by scale * log2(e) so the softmax uses exp2.
+    uint32_t qa[KC][4];
+    {
+        const float qs = scale * 1.4426950408889634f;
+        const bool lo_ok = g < G, hi_ok = g + 8 < G;
+        const float* q_lo = q + ((size_t)t * n_heads + h0 + (lo_ok ? g : 0)) * HD;
+        const float* q_hi = q + ((size_t)t * n_heads + h0 + (hi_ok ? g + 8 : 0)) * HD;
+#pragma unroll
+        for (int c = 0; c < KC; c++) {
+            const int d = 16 * c + 2 * tg;
+            const float2 z = make_float2(0.f, 0.f);
+            const float2 a0 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d) : z;
+            const float2 a1 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d) : z;
+            const float2 a2 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d + 8) : z;
+            const float2 a3 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d + 8) : z;
+            qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
+            qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
+            qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
+            qa[c][3] = Mma::pack(a3.x * qs, a3.y * qs);
+        }
+    }
+
+    float o[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+
+    const int last = k_end - 1;
+    if (warp < n_tiles) {
+        dtc_load<HD, T>(wsm, kc, vc, table, k_begin + warp * DTC_BK, last, block_size, kv_dim,
+                        kvh, lane);
+        cp_async_commit();
+    }
+    for (int it = warp, st = 0; it < n_tiles; it += DTC_WARPS, st ^= 1) {
+        const int k0 = k_begin + it * DTC_BK;
+        if (it + DTC_WARPS < n_tiles) {
+            dtc_load<HD, T>(wsm + (st ^ 1) * S::STAGE_BYTES, kc, vc, table,
+                            k0 + DTC_WARPS * DTC_BK, last, block_size, kv_dim, kvh, lane);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncwarp();
+        // The tile as 16-bit rows: K rows 0..15, V rows 16..31 (row stride S::ROW).
+        uint16_t(*tile)[S::ROW];
+        if constexpr (S::FP8) {
+            const unsigned char* raw = wsm + st * S::STAGE_BYTES;
+            tile = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + 2 * S::STAGE_BYTES);
+#pragma unroll
+            for (int x = lane; x < 2 * DTC_BK * HD / 8; x += 32) {
+                const int j = x / (HD / 8), c = x % (HD / 8);
+                const uint2 u = *reinterpret_cast<const uint2*>(raw + j * HD + c * 8);
+                *reinterpret_cast<uint4*>(&tile[j][c * 8]) = fp8x8_to_f16x8(u);
+            }
+            __syncwarp();
+        } else {
+            tile = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + st * S::STAGE_BYTES);
+        }
+
+        // S = Q K^T for 16 keys: 2 n-tiles of 8 keys.
+        float s[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+            for (int c = 0; c < KC; c += 2) {
+                uint32_t b[4];
+                ldmatrix_x4(b, &tile[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
+                Mma::mma(s[j], qa[c], b[0], b[1]);
+                Mma::mma(s[j], qa[c + 1], b[2], b[3]);
+            }
+        }
+        // Keys past the split's end, then the online softmax (rows g and g + 8 in each quad).
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int key = k0 + 8 * j + 2 * tg;
+            if (key > last) s[j][0] = s[j][2] = -INFINITY;
+            if (key + 1 > last) s[j][1] = s[j][3] = -INFINITY;
+            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
+        }
+#pragma unroll
+        for (int x = 1; x < 4; x <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
+        }
+        // Every tile has a visible key, so the new maxima are finite.
+        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+        const float c_lo = exp2f(m_lo - mn_lo), c_hi = exp2f(m_hi - mn_hi);
+        m_lo = mn_lo;
+        m_hi = mn_hi;
+        l_lo *= c_lo;
+        l_hi *= c_hi;
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= c_lo;
+            o[n][1] *= c_lo;
+            o[n][2] *= c_hi;
+            o[n][3] *= c_hi;
+        }
+        uint32_t pa[4];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const float p0 = exp2f(s[j][0] - mn_lo), p1 = exp2f(s[j][1] - mn_lo);
+            const float p2 = exp2f(s[j][2] - mn_hi), p3 = exp2f(s[j][3] - mn_hi);
+            l_lo += p0 + p1;
+            l_hi += p2 + p3;
+            pa[2 * j] = Mma::pack(p0, p1);
+            pa[2 * j + 1] = Mma::pack(p2, p3);
+        }
+        // O += P V: V rows are tile rows 16..31.
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(
+                b, &tile[DTC_BK + 8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
+            Mma::mma(o[n], pa, b[0], b[1]);
+            Mma::mma(o[n + 1], pa, b[2], b[3]);
+        }
+        __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
+        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
+    }
+
+    // Merge the warps: each writes (max, sum, unnormalised output) of its valid rows.
+    __syncthreads();  // every warp is done with its tiles
+    float* mrg = reinterpret_cast<float*>(dsm);
+    float* w_ml = mrg + warp * 16 * (HD + 2);  // [16][2] then [16][HD]
+    float* w_o = w_ml + 32;
+    if (tg == 0) {
+        w_ml[2 * g] = m_lo;
+        w_ml[2 * g + 1] = l_lo;
+        w_ml[2 * (g + 8)] = m_hi;
+        w_ml[2 * (g + 8) + 1] = l_hi;
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int d = 8 * n + 2 * tg;
+        if (g < G) *reinterpret_cast<float2*>(w_o + g * HD + d) = make_float2(o[n][0], o[n][1]);
+        if (g + 8 < G)
+            *reinterpret_cast<float2*>(w_o + (g + 8) * HD + d) = make_float2(o[n][2], o[n][3]);
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
+        const int r = x / HD, d = x % HD, h = h0 + r;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < DTC_WARPS; w++) M = fmaxf(M, mrg[w * 16 * (HD + 2) + 2 * r]);
+        float L = 0.f, acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < DTC_WARPS; w++) {
+            const float* b = mrg + w * 16 * (HD + 2);
+            if (b[2 * r + 1] > 0.f) {
+                const float c = exp2f(b[2 * r] - M);
+                L += b[2 * r + 1] * c;
+                acc += b[32 + r * HD + d] * c;
+            }
+        }
+        const size_t ph = (size_t)i * n_heads + h;
+        if (n_split == 1) {
+            out[((size_t)t * n_heads + h) * HD + d] = L > 0.f ? acc / L : 0.f;
+        } else {
+            part_acc[(ph * DEC_MAX_SPLITS + split) * HD + d] = acc;
+            // The merge kernel works in natural-log units.
+            if (d == 0) part_ml[ph * DEC_MAX_SPLITS + split] = make_float2(M * 0.6931471805599453f, L);
+        }
+    }
+}
+
+#define ATTN_DECODE_TC(NAME, T, HD)                                                               \
+    extern "C" __global__ void __launch_bounds__(DTC_WARPS * 32) NAME##_##HD(                     \
+        const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
+        float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
+        const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
+        const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
+        int n_heads, int n_kv_heads, int block_size, float scale) {                               \
+        attn_decode_tc_body<HD, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,    \
+                                   block_tables, n_heads, n_kv_heads, block_size, scale);         \
+    }
+ATTN_DECODE_TC(attn_decode_tc, bf16, 64)
+ATTN_DECODE_TC(attn_decode_tc, bf16, 128)
+ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 64)
+ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 128)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Packs what tests/device/run.sh needs on the GPU machine into devbin/ (ignored; carried by the
+# device tool): the release binaries (built here with `cargo build --release --workspace
+# --all-targets --all-features`), stripped and xz-compressed, and the real Qwen3 tokenizer.
+# The device tool carries at most 64 MiB: see run.sh for the SmolLM2 GGUF, which travels apart.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf devbin && mkdir -p devbin/qwen3-tokenizer
+pack() { strip -o "devbin/$1" "$2" && xz -T2 -6 -f "devbin/$1"; }
+pack hearth-engine target/release/hearth-engine
+pack hearth target/release/hearth
+for t in cuda_ops hf_reference cuda_kernels; do
+    pack "$t" "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)"
+done
+TOK=${QWEN3_TOKENIZER:-../shared/tokenizers/qwen3}
+cp "$TOK/tokenizer_config.json" devbin/qwen3-tokenizer/
+xz -T2 -c "$TOK/tokenizer.json" > devbin/qwen3-tokenizer/tokenizer.json.xz
+du -sh devbin/*
