@@ -96,15 +96,33 @@ mod bench {
             .collect()
     }
 
+    fn host_matrix(rows: usize, cols: usize, seed: u64) -> HostWeight {
+        let v: Vec<f32> = rand(rows * cols, seed).iter().map(|x| x * 0.05).collect();
+        HostWeight::f32("w", vec![rows, cols], v)
+    }
+
     fn matrix(
         gpu: &CudaBackend,
         rows: usize,
         cols: usize,
         seed: u64,
     ) -> <CudaBackend as Backend>::Weight {
-        let v: Vec<f32> = rand(rows * cols, seed).iter().map(|x| x * 0.05).collect();
-        gpu.upload(HostWeight::f32("w", vec![rows, cols], v))
-            .unwrap()
+        gpu.upload(host_matrix(rows, cols, seed)).unwrap()
+    }
+
+    /// Matrices uploaded together, as a model uploads Q/K/V and gate/up.
+    fn group(
+        gpu: &CudaBackend,
+        rows: &[usize],
+        cols: usize,
+        seed: u64,
+    ) -> Vec<<CudaBackend as Backend>::Weight> {
+        let ws = rows
+            .iter()
+            .zip(seed..)
+            .map(|(&r, s)| host_matrix(r, cols, s))
+            .collect();
+        gpu.upload_group(ws).unwrap()
     }
 
     /// A batch of `m` single rows (decode), every row its own sequence of `ctx` tokens
@@ -162,12 +180,18 @@ mod bench {
                 .map(|i| matrix(gpu, rows, cols, seed + 10 * i))
                 .collect()
         };
-        let q = copies(N_HEADS * HD, HIDDEN, 1, 4);
-        let k = copies(N_KV * HD, HIDDEN, 2, 4);
-        let v = copies(N_KV * HD, HIDDEN, 3, 4);
+        let qkv: Vec<_> = (0..4)
+            .map(|i| {
+                group(
+                    gpu,
+                    &[N_HEADS * HD, N_KV * HD, N_KV * HD],
+                    HIDDEN,
+                    1 + 10 * i,
+                )
+            })
+            .collect();
         let o = copies(HIDDEN, N_HEADS * HD, 4, 4);
-        let gate = matrix(gpu, INTER, HIDDEN, 5);
-        let up = matrix(gpu, INTER, HIDDEN, 6);
+        let gate_up = group(gpu, &[INTER, INTER], HIDDEN, 5);
         let down = copies(HIDDEN, INTER, 7, 2);
         let head = matrix(gpu, VOCAB, HIDDEN, 8);
         for m in [1, 2, 4, 8, 16, 32, 64, 128, 256, 8192] {
@@ -190,7 +214,8 @@ mod bench {
             let mut i = 0;
             let t = time(gpu, || {
                 i += 1;
-                let w = [&q[i % 4], &k[i % 4], &v[i % 4]];
+                let w = &qkv[i % 4];
+                let w = [&w[0], &w[1], &w[2]];
                 gpu.linear_qkv(&x, &kinds, w, None, [&mut y0, &mut y1, &mut y2])
             });
             report("qkv", (N_HEADS + 2 * N_KV) * HD, HIDDEN, t);
@@ -199,7 +224,9 @@ mod bench {
                 gpu.linear(&x, &kinds, &o[i % 4], None, &mut y0)
             });
             report("o", HIDDEN, HIDDEN, t);
-            let t = time(gpu, || gpu.linear_swiglu(&x, &kinds, &gate, &up, &mut y1));
+            let t = time(gpu, || {
+                gpu.linear_swiglu(&x, &kinds, &gate_up[0], &gate_up[1], &mut y1)
+            });
             report("gate+up (swiglu)", 2 * INTER, HIDDEN, t);
             let t = time(gpu, || {
                 i += 1;

@@ -254,6 +254,12 @@ pub trait Backend: Send + Sync {
         f()
     }
     fn upload(&self, w: HostWeight) -> Result<Self::Weight, BackendError>;
+    /// Uploads weights used together on the same input (a layer's Q, K and V; gate and up): a
+    /// backend may store them back to back and run them as one matrix (see `linear_qkv`,
+    /// `linear_swiglu`). `upload` of each by default.
+    fn upload_group(&self, ws: Vec<HostWeight>) -> Result<Vec<Self::Weight>, BackendError> {
+        ws.into_iter().map(|w| self.upload(w)).collect()
+    }
     /// Which kernel path a weight uses, for the startup log.
     fn describe(&self, w: &Self::Weight) -> String;
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<Self::KvCache, BackendError>;

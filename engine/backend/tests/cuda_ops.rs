@@ -206,6 +206,28 @@ fn fused_qkv_and_swiglu_match_cpu() {
             println!("linear_qkv m={m} {name}: max rel diff {d:.2e}");
             assert!(d < 1e-3, "linear_qkv m={m} {name}: {d}");
         }
+        // The same weights uploaded as a group (back to back: one fused GEMM past the GEMV
+        // rows).
+        let grouped = |parts: &[(usize, u64)]| {
+            let ws = parts
+                .iter()
+                .map(|&(n, seed)| HostWeight::f32("w", vec![n, k], bf(&rand(n * k, seed))))
+                .collect();
+            gpu.upload_group(ws).unwrap()
+        };
+        let qkv = grouped(&[(nq, 30), (nkv, 31), (nkv, 32)]);
+        gpu.linear_qkv(
+            &xg,
+            &kinds,
+            [&qkv[0], &qkv[1], &qkv[2]],
+            bias.then_some([&bqg, &bkg, &bvg]),
+            [&mut og, &mut okg, &mut ovg],
+        );
+        for (name, g, c) in [("q", &og, &oc), ("k", &okg, &okc), ("v", &ovg, &ovc)] {
+            let d = max_rel(&gpu.to_host(g), c);
+            println!("linear_qkv grouped m={m} {name}: max rel diff {d:.2e}");
+            assert!(d < 1e-3, "linear_qkv grouped m={m} {name}: {d}");
+        }
 
         let (gc, gg) = p.w("gate", vec![nq, k], &rand(nq * k, 37));
         let (uc, ug) = p.w("up", vec![nq, k], &rand(nq * k, 38));
@@ -213,6 +235,11 @@ fn fused_qkv_and_swiglu_match_cpu() {
         gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
+        assert!(d < 1e-3, "linear_swiglu m={m}: {d}");
+        let gate_up = grouped(&[(nq, 37), (nq, 38)]);
+        gpu.linear_swiglu(&xg, &kinds, &gate_up[0], &gate_up[1], &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("linear_swiglu grouped m={m} n={nq}: max rel diff {d:.2e}");
         assert!(d < 1e-3, "linear_swiglu m={m}: {d}");
     }
 }

@@ -21,27 +21,6 @@
 #define DTC_BK 16            // keys per warp tile
 #define DTC_SPLIT_MIN 128    // keys per split at least
 
-template <typename T>
-struct DtcMma;
-template <>
-struct DtcMma<bf16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        return pack_bf16(lo, hi);
-    }
-    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
-                                               uint32_t b1) {
-        mma_bf16(d, a, b0, b1);
-    }
-};
-template <>
-struct DtcMma<fp8> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
-    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
-                                               uint32_t b1) {
-        mma_f16(d, a, b0, b1);
-    }
-};
-
 // Per-warp shared memory: two stages of K and V tiles as the cache stores them (bf16 tiles with
 // padded rows, read by ldmatrix directly; fp8 tiles raw), plus for fp8 one widened f16 tile pair.
 template <int HD, typename T>
@@ -87,7 +66,7 @@ __device__ __forceinline__ void attn_decode_tc_body(
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
     int n_kv_heads, int block_size, float scale) {
     using S = DtcSmem<HD, T>;
-    using Mma = DtcMma<T>;
+    using Mma = MmaFor<T>;
     constexpr int KC = HD / 16;  // k-chunks of Q K^T
     constexpr int NT = HD / 8;   // n-tiles of O
     extern __shared__ __align__(16) unsigned char dsm[];

@@ -13,32 +13,33 @@
 #define TC_BQ 64
 #define TC_BK 64
 
-// Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into a shared bf16 tile
-// (row stride HD + 8): with cp.async from a bf16 cache, through registers (8 values at a time,
-// widened to bf16) from an fp8 one. Keys past max_key repeat max_key's row: they are masked out
-// of S, and a finite row times p = 0 adds nothing.
+// Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into shared memory with
+// cp.async: a bf16 cache straight into a padded tile (row stride HD + 8), an fp8 one raw (row
+// stride HD bytes, widened by `widen_tile` once it has landed). Keys past max_key repeat
+// max_key's row: they are masked out of S, and a finite row times p = 0 adds nothing.
 template <int HD, typename T>
-__device__ __forceinline__ void load_tile(bf16 (*dst)[HD + 8], const T* __restrict__ cache,
+__device__ __forceinline__ void load_tile(void* dst, const T* __restrict__ cache,
                                           const uint32_t* __restrict__ table, int k0, int max_key,
                                           int block_size, int kv_dim, int kvh) {
-    constexpr int VECS = HD / 8;
+    constexpr int VEC = 16 / sizeof(T);  // elements per 16-byte copy
+    constexpr int VECS = HD / VEC;
+    constexpr int ROW = std::is_same<T, bf16>::value ? (HD + 8) * 2 : HD;  // bytes
     for (int x = threadIdx.x; x < TC_BK * VECS; x += blockDim.x) {
         const int j = x / VECS, c = x % VECS;
         const int key = min(k0 + j, max_key);
         const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
-        const T* src = cache + slot * kv_dim + kvh * HD + c * 8;
-        if constexpr (std::is_same<T, bf16>::value) {
-            cp_async16(&dst[j][c * 8], src);
-        } else {
-            float f[8];
-            kv8_to_f32(src, f);
-            uint4 u;
-            u.x = pack_bf16(f[0], f[1]);
-            u.y = pack_bf16(f[2], f[3]);
-            u.z = pack_bf16(f[4], f[5]);
-            u.w = pack_bf16(f[6], f[7]);
-            *reinterpret_cast<uint4*>(&dst[j][c * 8]) = u;
-        }
+        cp_async16(static_cast<unsigned char*>(dst) + j * ROW + c * 16,
+                   cache + slot * kv_dim + kvh * HD + c * VEC);
+    }
+}
+
+// An fp8 tile as it landed (TC_BK rows of HD bytes) widened to f16 into a padded tile.
+template <int HD>
+__device__ __forceinline__ void widen_tile(uint16_t (*dst)[HD + 8], const unsigned char* raw) {
+    for (int x = threadIdx.x; x < TC_BK * HD / 8; x += blockDim.x) {
+        const int j = x / (HD / 8), c = x % (HD / 8);
+        const uint2 u = *reinterpret_cast<const uint2*>(raw + j * HD + c * 8);
+        *reinterpret_cast<uint4*>(&dst[j][c * 8]) = fp8x8_to_f16x8(u);
     }
 }
 
@@ -50,8 +51,16 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     int n_kv_heads, int block_size, float scale) {
     constexpr int KC = HD / 16;  // k-chunks of Q K^T
     constexpr int NT = HD / 8;   // n-tiles of O
-    __shared__ __align__(16) bf16 Ks[TC_BK][HD + 8];
-    __shared__ __align__(16) bf16 Vs[TC_BK][HD + 8];
+    constexpr bool FP8 = std::is_same<T, fp8>::value;
+    using Mma = MmaFor<T>;
+    // K and V tiles of 16-bit values (bf16, or f16 widened from fp8), and for fp8 the raw tile
+    // the next K or V lands in.
+    __shared__ __align__(16) uint16_t Ks[TC_BK][HD + 8];
+    __shared__ __align__(16) uint16_t Vs[TC_BK][HD + 8];
+    __shared__ __align__(16) unsigned char raw[FP8 ? TC_BK * HD : 16];
+    // Where K / V tiles land: straight into Ks / Vs for bf16, into `raw` for fp8.
+    void* k_dst = FP8 ? static_cast<void*>(raw) : static_cast<void*>(Ks);
+    void* v_dst = FP8 ? static_cast<void*>(raw) : static_cast<void*>(Vs);
 
     const int h = blockIdx.y;
     const uint32_t* info = seq_info + 4 * tiles[2 * blockIdx.x];
@@ -70,7 +79,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
     const int pos_lo = base_pos + row0 + r_lo, pos_hi = pos_lo + 8;
 
-    load_tile<HD, T>(Ks, kc, table, 0, max_pos, block_size, kv_dim, kvh);
+    load_tile<HD, T>(k_dst, kc, table, 0, max_pos, block_size, kv_dim, kvh);
     cp_async_commit();
 
     // Q fragments: a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi.
@@ -89,10 +98,10 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 lo_ok ? *reinterpret_cast<const float2*>(q_lo + d + 8) : make_float2(0, 0);
             const float2 a3 =
                 hi_ok ? *reinterpret_cast<const float2*>(q_hi + d + 8) : make_float2(0, 0);
-            qa[c][0] = pack_bf16(a0.x * qs, a0.y * qs);
-            qa[c][1] = pack_bf16(a1.x * qs, a1.y * qs);
-            qa[c][2] = pack_bf16(a2.x * qs, a2.y * qs);
-            qa[c][3] = pack_bf16(a3.x * qs, a3.y * qs);
+            qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
+            qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
+            qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
+            qa[c][3] = Mma::pack(a3.x * qs, a3.y * qs);
         }
     }
 
@@ -104,7 +113,11 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
         cp_async_wait_all();  // K(k0)
         __syncthreads();      // K(k0) visible to all; every warp is done with V(k0 - 64)
-        load_tile<HD, T>(Vs, vc, table, k0, max_pos, block_size, kv_dim, kvh);
+        if constexpr (FP8) {
+            widen_tile<HD>(Ks, raw);
+            __syncthreads();  // Ks complete; `raw` free
+        }
+        load_tile<HD, T>(v_dst, vc, table, k0, max_pos, block_size, kv_dim, kvh);
         cp_async_commit();
 
         // S = Q K^T for 64 keys: 8 n-tiles of 8 keys.
@@ -118,8 +131,8 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 // Matrices: (keys 8j.., dims 16c), (.., 16c + 8), (.., 16c + 16), (.., 16c + 24).
                 uint32_t b[4];
                 ldmatrix_x4(b, &Ks[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
-                mma_bf16(s[j], qa[c], b[0], b[1]);
-                mma_bf16(s[j], qa[c + 1], b[2], b[3]);
+                Mma::mma(s[j], qa[c], b[0], b[1]);
+                Mma::mma(s[j], qa[c + 1], b[2], b[3]);
             }
         }
         // Causal mask and online softmax (base 2). Rows g / g + 8 live in the 4 lanes of a quad.
@@ -163,14 +176,18 @@ __device__ __forceinline__ void attn_prefill_tc_body(
             const float p2 = exp2f(s[j][2] - mu_hi), p3 = exp2f(s[j][3] - mu_hi);
             l_lo += p0 + p1;
             l_hi += p2 + p3;
-            pa[j >> 1][(j & 1) * 2] = pack_bf16(p0, p1);
-            pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p2, p3);
+            pa[j >> 1][(j & 1) * 2] = Mma::pack(p0, p1);
+            pa[j >> 1][(j & 1) * 2 + 1] = Mma::pack(p2, p3);
         }
 
         cp_async_wait_all();  // V(k0)
         __syncthreads();      // V(k0) visible; every warp is done with K(k0)
+        if constexpr (FP8) {
+            widen_tile<HD>(Vs, raw);
+            __syncthreads();  // Vs complete; `raw` free
+        }
         if (k0 + TC_BK <= max_pos) {
-            load_tile<HD, T>(Ks, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
+            load_tile<HD, T>(k_dst, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
             cp_async_commit();
         }
         // O += P V: for each key chunk kk, dims in pairs of n-tiles.
@@ -183,8 +200,8 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 uint32_t b[4];
                 ldmatrix_x4_trans(
                     b, &Vs[16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
-                mma_bf16(o[n], pa[kk], b[0], b[1]);
-                mma_bf16(o[n + 1], pa[kk], b[2], b[3]);
+                Mma::mma(o[n], pa[kk], b[0], b[1]);
+                Mma::mma(o[n + 1], pa[kk], b[2], b[3]);
             }
         }
     }

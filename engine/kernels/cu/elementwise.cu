@@ -117,3 +117,39 @@ extern "C" __global__ void gather_rows(const float* __restrict__ x, const uint32
     float* dst = out + (size_t)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
 }
+
+// Splits the rows of a fused Q/K/V projection y[rows, n0 + n1 + n2] into its three outputs,
+// adding each one's bias (or none). Grid-stride over rows * (n0 + n1 + n2).
+extern "C" __global__ void split_qkv(const float* __restrict__ y, float* __restrict__ q,
+                                     float* __restrict__ k, float* __restrict__ v,
+                                     const float* __restrict__ bq, const float* __restrict__ bk,
+                                     const float* __restrict__ bv, int n0, int n1, int n2,
+                                     size_t total) {
+    const int cols = n0 + n1 + n2;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / cols;
+        int c = i % cols;
+        const float x = y[i];
+        if (c < n0) {
+            q[r * n0 + c] = x + (bq ? bq[c] : 0.f);
+        } else if ((c -= n0) < n1) {
+            k[r * n1 + c] = x + (bk ? bk[c] : 0.f);
+        } else {
+            c -= n1;
+            v[r * n2 + c] = x + (bv ? bv[c] : 0.f);
+        }
+    }
+}
+
+// out[r, c] = silu(gu[r, c]) * gu[r, n + c] for a fused gate/up projection gu[rows, 2 n].
+// Grid-stride over rows * n.
+extern "C" __global__ void silu_mul_pair(const float* __restrict__ gu, float* __restrict__ out,
+                                         int n, size_t total) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / n, c = i % n;
+        const float g = gu[r * 2 * n + c];
+        out[i] = g / (1.f + expf(-g)) * gu[r * 2 * n + n + c];
+    }
+}

@@ -76,3 +76,26 @@ __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 u) {
         }
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
+
+// The mma input type for a KV cache element type: bf16 caches use bf16 (Q and P rounded to
+// bf16), fp8 e4m3 caches f16 (they widen to f16 exactly; Q and P in f16).
+template <typename T>
+struct MmaFor;
+template <>
+struct MmaFor<bf16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        return pack_bf16(lo, hi);
+    }
+    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
+                                               uint32_t b1) {
+        mma_bf16(d, a, b0, b1);
+    }
+};
+template <>
+struct MmaFor<fp8> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
+    static __device__ __forceinline__ void mma(float* d, const uint32_t* a, uint32_t b0,
+                                               uint32_t b1) {
+        mma_f16(d, a, b0, b1);
+    }
+};

@@ -80,6 +80,15 @@ impl<B: Backend> DenseDecoder<B> {
         let up = |name: &str, shape: &[usize]| -> Result<B::Weight, LoadError> {
             Ok(backend.upload(src.require(name, shape)?)?)
         };
+        // Weights read together, uploaded together (a backend may fuse their matmuls).
+        let group = |parts: &[(String, [usize; 2])]| -> Result<_, LoadError> {
+            let ws = parts
+                .iter()
+                .map(|(name, shape)| src.require(name, shape))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(backend.upload_group(ws)?.into_iter())
+        };
+        const ONE_EACH: &str = "upload_group returns one weight per input";
         let embed = up("model.embed_tokens.weight", &[cfg.vocab_size, h])?;
         let progress = crate::progress::layers(cfg.num_hidden_layers);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
@@ -102,17 +111,38 @@ impl<B: Backend> DenseDecoder<B> {
             } else {
                 None
             };
+            let mut qkv = group(&[
+                (p("self_attn.q_proj.weight"), [q_dim, h]),
+                (p("self_attn.k_proj.weight"), [kv_dim, h]),
+                (p("self_attn.v_proj.weight"), [kv_dim, h]),
+            ])?;
+            let attn_norm = up(&p("input_layernorm.weight"), &[h])?;
+            let (q, k, v) = (
+                qkv.next().expect(ONE_EACH),
+                qkv.next().expect(ONE_EACH),
+                qkv.next().expect(ONE_EACH),
+            );
+            let o = up(&p("self_attn.o_proj.weight"), &[h, q_dim])?;
+            let ffn_norm = up(&p("post_attention_layernorm.weight"), &[h])?;
+            let mut gate_up = group(&[
+                (p("mlp.gate_proj.weight"), [dims.inter, h]),
+                (p("mlp.up_proj.weight"), [dims.inter, h]),
+            ])?;
+            let (gate, up_w) = (
+                gate_up.next().expect(ONE_EACH),
+                gate_up.next().expect(ONE_EACH),
+            );
             layers.push(Layer {
-                attn_norm: up(&p("input_layernorm.weight"), &[h])?,
-                q: up(&p("self_attn.q_proj.weight"), &[q_dim, h])?,
-                k: up(&p("self_attn.k_proj.weight"), &[kv_dim, h])?,
-                v: up(&p("self_attn.v_proj.weight"), &[kv_dim, h])?,
+                attn_norm,
+                q,
+                k,
+                v,
                 qkv_bias,
                 qk_norm,
-                o: up(&p("self_attn.o_proj.weight"), &[h, q_dim])?,
-                ffn_norm: up(&p("post_attention_layernorm.weight"), &[h])?,
-                gate: up(&p("mlp.gate_proj.weight"), &[dims.inter, h])?,
-                up: up(&p("mlp.up_proj.weight"), &[dims.inter, h])?,
+                o,
+                ffn_norm,
+                gate,
+                up: up_w,
                 down: up(&p("mlp.down_proj.weight"), &[h, dims.inter])?,
             });
             progress.inc(1);
@@ -130,6 +160,8 @@ impl<B: Backend> DenseDecoder<B> {
             max_position_embeddings: cfg.max_position_embeddings,
             // x, h, o, down, last + q, attn, normed + k, v + gate, up, act (see forward).
             activation_floats_per_token: 5 * h + 3 * q_dim + 2 * kv_dim + 3 * dims.inter,
+            matmul_input_floats_per_token: h.max(q_dim).max(dims.inter),
+            fused_floats_per_token: (q_dim + 2 * kv_dim).max(2 * dims.inter),
             kernel_paths: vec![
                 ("attention projections", backend.describe(&layers[0].q)),
                 ("mlp", backend.describe(&layers[0].gate)),

@@ -20,6 +20,10 @@ pub struct ModelInfo {
     /// f32 activation values one token of a forward pass holds at once, summed over all the
     /// buffers the model keeps (the GPU memory plan sizes the activation arena from it).
     pub activation_floats_per_token: usize,
+    /// The widest matmul input, in values per token (a GPU backend keeps a bf16 copy of it).
+    pub matmul_input_floats_per_token: usize,
+    /// The widest fused matmul output per token before it is split (Q+K+V, or gate+up).
+    pub fused_floats_per_token: usize,
     /// (op, kernel path) pairs for the startup log.
     pub kernel_paths: Vec<(String, String)>,
 }

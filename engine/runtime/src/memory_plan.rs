@@ -1,7 +1,7 @@
 //! The CUDA memory plan, made after the weights are loaded: measure free memory, reserve the
 //! activation arena for the largest step (every buffer a forward pass holds, the logits of
-//! max_num_seqs rows, a GEMM input copy) plus a fixed margin for cuBLASLt, graphs and the
-//! driver, then give the rest of `total * gpu_memory_utilization` to bf16 KV blocks. The
+//! max_num_seqs rows) and the matmul scratch (the bf16 copy of a matmul's input, a fused
+//! matmul's output before it is split) plus a fixed margin for cuBLASLt, graphs and the driver, then give the rest of `total * gpu_memory_utilization` to bf16 KV blocks. The
 //! breakdown and the KV capacity in tokens are logged.
 
 use hearth_backend::CudaBackend;
@@ -24,10 +24,13 @@ pub fn plan_cuda(
     let info = model.info();
     let tokens = limits.max_num_batched_tokens;
     let logits_rows = limits.max_num_seqs.min(tokens);
-    let activations = tokens * info.activation_floats_per_token * 4
-        + 2 * logits_rows * info.vocab_size * 4
-        + tokens * info.activation_floats_per_token.min(1 << 16) * 2;
-    backend.reserve_activations(activations)?;
+    let arena =
+        tokens * info.activation_floats_per_token * 4 + 2 * logits_rows * info.vocab_size * 4;
+    let matmul_input = tokens * info.matmul_input_floats_per_token * 2;
+    let fused = tokens * info.fused_floats_per_token * 4;
+    backend.reserve_activations(arena)?;
+    backend.reserve_scratch(matmul_input, fused)?;
+    let activations = arena + matmul_input + fused;
     let dev = backend.device_info()?;
     let util = req.gpu_memory_utilization;
     let allowed = (dev.total_bytes as f64 * util) as usize;

@@ -1,6 +1,9 @@
 //! cuBLASLt GEMMs for rows past the GEMV kernels: y[m, n] (f32) = x[m, k] (bf16) . W[n, k]^T
-//! (bf16), f32 accumulation. One plan (descriptors + the heuristic's algorithm) per shape,
-//! built on first use and cached, so steady-state calls do no cuBLASLt setup.
+//! (bf16), f32 accumulation. One plan (descriptors + an algorithm) per shape, built on first
+//! use and cached, so steady-state calls do no cuBLASLt setup. For decode-sized shapes (at most
+//! `AUTOTUNE_MAX_ROWS` rows, weight-bandwidth bound, where the heuristic's first pick can be
+//! several times slower than its best) the heuristic's candidates are timed on the call's own
+//! buffers and the fastest is kept; larger shapes take the first pick.
 //!
 //! cuBLASLt is column-major: row-major y[m, n] is column-major y^T [n, m] = W (column-major
 //! [k, n], transposed) . x^T (column-major [k, m]).
@@ -16,6 +19,10 @@ use crate::BackendError;
 
 /// cuBLASLt's recommended workspace on Hopper and later (32 MiB).
 const WORKSPACE_BYTES: usize = 32 << 20;
+/// Shapes with at most this many rows have their algorithm picked by timing.
+const AUTOTUNE_MAX_ROWS: usize = 256;
+/// Candidates asked of the heuristic for autotuning.
+const CANDIDATES: usize = 8;
 
 struct Plan {
     desc: sys::cublasLtMatmulDesc_t,
@@ -52,15 +59,25 @@ impl Gemm {
         })
     }
 
-    fn plan(&mut self, m: usize, n: usize, k: usize) -> Result<&Plan, BackendError> {
+    fn plan(
+        &mut self,
+        (m, n, k): (usize, usize, usize),
+        bufs: [u64; 3],
+    ) -> Result<&Plan, BackendError> {
         if !self.plans.contains_key(&(m, n, k)) {
-            let plan = self.make_plan(m, n, k)?;
+            let plan = self.make_plan(m, n, k, bufs)?;
             self.plans.insert((m, n, k), plan);
         }
         Ok(&self.plans[&(m, n, k)])
     }
 
-    fn make_plan(&self, m: usize, n: usize, k: usize) -> Result<Plan, BackendError> {
+    fn make_plan(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        [w, x, y]: [u64; 3],
+    ) -> Result<Plan, BackendError> {
         use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
         let desc =
             result::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, CUDA_R_32F)
@@ -84,11 +101,60 @@ impl Gemm {
         let a = layout(CUDA_R_16BF, k, n, k)?;
         let b = layout(CUDA_R_16BF, k, m, k)?;
         let d = layout(CUDA_R_32F, n, m, n)?;
+        let mut plan = Plan {
+            desc,
+            a,
+            b,
+            d,
+            algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
+        };
+        let wanted = if m <= AUTOTUNE_MAX_ROWS {
+            CANDIDATES
+        } else {
+            1
+        };
+        let candidates = self.candidates(&plan, wanted)?;
+        if candidates.is_empty() {
+            return Err(err(
+                &format!("no algorithm for m={m} n={n} k={k}"),
+                "empty heuristic",
+            ));
+        }
+        plan.algo = candidates[0];
+        // Timing needs a stream that is not being captured into a graph (it synchronizes).
+        let capturing = self.stream.capture_status().map_or(true, |s| {
+            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        });
+        if candidates.len() > 1 && !capturing {
+            let mut best = (f64::INFINITY, candidates[0]);
+            for algo in candidates {
+                plan.algo = algo;
+                // A candidate that fails to run is passed over.
+                if let Ok(t) = self.time(&plan, [w, x, y]) {
+                    if t < best.0 {
+                        best = (t, algo);
+                    }
+                }
+            }
+            plan.algo = best.1;
+        }
+        Ok(plan)
+    }
+
+    /// Up to `wanted` algorithms for the plan's shape, the heuristic's best first.
+    fn candidates(
+        &self,
+        plan: &Plan,
+        wanted: usize,
+    ) -> Result<Vec<sys::cublasLtMatmulAlgo_t>, BackendError> {
         let pref = result::create_matmul_pref().map_err(|e| err("preference", e))?;
         let ws = WORKSPACE_BYTES;
+        let mut found: Vec<sys::cublasLtMatmulHeuristicResult_t> = Vec::with_capacity(wanted);
+        let mut count = 0;
         // SAFETY: pref is live; the attribute is a size_t read by value. The heuristic reads the
-        // live descriptors created above.
-        let heuristic = unsafe {
+        // plan's live descriptors and writes at most `wanted` results into `found`'s capacity,
+        // `count` of them.
+        let status = unsafe {
             result::set_matmul_pref_attribute(
                 pref,
                 sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -96,17 +162,42 @@ impl Gemm {
                 std::mem::size_of_val(&ws),
             )
             .map_err(|e| err("workspace preference", e))?;
-            let h = result::get_matmul_algo_heuristic(self.handle, desc, a, b, d, d, pref);
+            let status = sys::cublasLtMatmulAlgoGetHeuristic(
+                self.handle,
+                plan.desc,
+                plan.a,
+                plan.b,
+                plan.d,
+                plan.d,
+                pref,
+                wanted as i32,
+                found.as_mut_ptr(),
+                &mut count,
+            );
             result::destroy_matmul_pref(pref).map_err(|e| err("destroy preference", e))?;
-            h.map_err(|e| err(&format!("no algorithm for m={m} n={n} k={k}"), e))?
+            found.set_len(count.max(0) as usize);
+            status
         };
-        Ok(Plan {
-            desc,
-            a,
-            b,
-            d,
-            algo: heuristic.algo,
-        })
+        status.result().map_err(|e| err("heuristic", e))?;
+        Ok(found
+            .into_iter()
+            .filter(|r| {
+                r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS && r.workspaceSize <= ws
+            })
+            .map(|r| r.algo)
+            .collect())
+    }
+
+    /// Mean seconds of the plan's matmul on these buffers (one warm-up, then three runs).
+    fn time(&self, plan: &Plan, bufs: [u64; 3]) -> Result<f64, BackendError> {
+        self.matmul(plan, bufs)?;
+        self.stream.synchronize()?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..3 {
+            self.matmul(plan, bufs)?;
+        }
+        self.stream.synchronize()?;
+        Ok(t0.elapsed().as_secs_f64() / 3.0)
     }
 
     /// y[m, n] = x[m, k] . w[n, k]^T with x and w bf16 and y f32 (device addresses).
@@ -117,17 +208,23 @@ impl Gemm {
         y: u64,
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BackendError> {
+        self.plan((m, n, k), [w, x, y])?;
+        let plan = &self.plans[&(m, n, k)];
+        self.matmul(plan, [w, x, y])
+            .map_err(|e| BackendError::Cuda(format!("m={m} n={n} k={k}: {e}")))
+    }
+
+    /// Queues the plan's matmul on the stream.
+    fn matmul(&self, plan: &Plan, [w, x, y]: [u64; 3]) -> Result<(), BackendError> {
         let (alpha, beta) = (1f32, 0f32);
-        let handle = self.handle;
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
-        let plan = self.plan(m, n, k)?;
-        // SAFETY: w holds n*k bf16, x m*k bf16 and y m*n f32 (the caller's contract); the plan's
+        // SAFETY: w holds n*k bf16, x m*k bf16 and y m*n f32 (run's contract); the plan's
         // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
         // used on this stream.
         unsafe {
             result::matmul(
-                handle,
+                self.handle,
                 plan.desc,
                 &alpha as *const f32 as *const c_void,
                 &beta as *const f32 as *const c_void,
@@ -145,7 +242,7 @@ impl Gemm {
                 stream,
             )
         }
-        .map_err(|e| err(&format!("matmul m={m} n={n} k={k}"), e))
+        .map_err(|e| err("matmul", e))
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Kernels {
     silu_mul: CudaFunction,
     add_bias: CudaFunction,
     f32_to_bf16: CudaFunction,
+    split_qkv: CudaFunction,
+    silu_mul_pair: CudaFunction,
     gather_rows: CudaFunction,
     /// [bf16 cache, fp8 cache] variants.
     write_kv: [CudaFunction; 2],
@@ -117,6 +119,8 @@ impl Kernels {
             silu_mul: f("silu_mul")?,
             add_bias: f("add_bias")?,
             f32_to_bf16: f("f32_to_bf16")?,
+            split_qkv: f("split_qkv")?,
+            silu_mul_pair: f("silu_mul_pair")?,
             gather_rows: f("gather_rows")?,
             write_kv: [f("write_kv")?, f("write_kv_fp8")?],
             attention_prefill: f("attention_prefill")?,
@@ -302,6 +306,48 @@ impl Kernels {
 
     pub fn f32_to_bf16(&self, x: u64, y: u64, n: usize) -> Result<(), BackendError> {
         launch!(self, f32_to_bf16, flat(n), x, y, n)
+    }
+
+    /// Splits `rows` rows of a fused projection y[rows, n0 + n1 + n2] into outs[i] = (y_i, bias_i
+    /// or 0, n_i).
+    pub fn split_qkv(
+        &self,
+        y: u64,
+        outs: [(u64, u64, usize); 3],
+        rows: usize,
+    ) -> Result<(), BackendError> {
+        let [(q, bq, n0), (k, bk, n1), (v, bv, n2)] = outs;
+        let total = rows * (n0 + n1 + n2);
+        let (n0, n1, n2) = (n0 as i32, n1 as i32, n2 as i32);
+        launch!(
+            self,
+            split_qkv,
+            flat(total),
+            y,
+            q,
+            k,
+            v,
+            bq,
+            bk,
+            bv,
+            n0,
+            n1,
+            n2,
+            total
+        )
+    }
+
+    /// out[r, c] = silu(gu[r, c]) * gu[r, n + c] over `rows` rows of a fused gate/up projection.
+    pub fn silu_mul_pair(
+        &self,
+        gu: u64,
+        out: u64,
+        n: usize,
+        rows: usize,
+    ) -> Result<(), BackendError> {
+        let total = rows * n;
+        let n_i = n as i32;
+        launch!(self, silu_mul_pair, flat(total), gu, out, n_i, total)
     }
 
     /// out[i] = x[rows[i]] for `n` gathered rows of `cols`.

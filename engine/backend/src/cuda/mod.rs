@@ -37,8 +37,9 @@ pub use step::CudaStep;
 /// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
 pub enum CudaWeight {
     Matrix {
-        /// bf16 values, row-major.
-        data: CudaSlice<u8>,
+        /// The allocation holding the bf16 values (row-major) at `ptr`: the matrix's own, or
+        /// one shared with the rest of its `upload_group`, back to back.
+        _data: Arc<CudaSlice<u8>>,
         ptr: u64,
         rows: usize,
         cols: usize,
@@ -58,10 +59,34 @@ impl CudaWeight {
 
     fn len(&self) -> usize {
         match self {
-            CudaWeight::Matrix { data, .. } => data.len() / 2,
+            CudaWeight::Matrix { rows, cols, .. } => rows * cols,
             CudaWeight::Vector { data, .. } => data.len(),
         }
     }
+
+    /// (address, rows, cols) of a matrix.
+    fn matrix(&self) -> Option<(u64, usize, usize)> {
+        match *self {
+            CudaWeight::Matrix {
+                ptr, rows, cols, ..
+            } => Some((ptr, rows, cols)),
+            CudaWeight::Vector { .. } => None,
+        }
+    }
+}
+
+/// Whether `ws` are matrices of one width stored back to back (an `upload_group`): then they
+/// are one matrix of their summed heights at the first one's address.
+fn contiguous(ws: &[&CudaWeight]) -> Option<(u64, usize, usize)> {
+    let (ptr, mut rows, cols) = ws.first()?.matrix()?;
+    for w in &ws[1..] {
+        let (p, r, c) = w.matrix()?;
+        if c != cols || p != ptr + (rows * cols * 2) as u64 {
+            return None;
+        }
+        rows += r;
+    }
+    Some((ptr, rows, cols))
 }
 
 /// An f32 activation buffer in the step arena (see `arena`): valid until the next step.
@@ -101,6 +126,8 @@ struct State {
     step: step::Staging,
     /// bf16 copy of a GEMM's input rows.
     scratch: Option<(CudaSlice<u8>, u64)>,
+    /// A fused GEMM's output (Q/K/V, gate/up) before the next kernel splits or combines it.
+    fused: Option<(CudaSlice<u8>, u64)>,
     /// Pinned staging for weight uploads, made on the first upload.
     uploader: Option<upload::Uploader>,
     /// The decode attention kernel's split buffer.
@@ -197,6 +224,7 @@ impl CudaBackend {
             gemm: Gemm::new(stream.clone())?,
             step: step::Staging::default(),
             scratch: None,
+            fused: None,
             attn_parts: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
@@ -231,6 +259,19 @@ impl CudaBackend {
     /// Sizes the step arena for activations of up to `bytes` (the planner's reserve).
     pub fn reserve_activations(&self, bytes: usize) -> Result<(), BackendError> {
         self.state().arena.reserve(bytes)
+    }
+
+    /// Sizes the matmul scratch: `input_bytes` for the bf16 copy of a matmul's input rows,
+    /// `fused_bytes` for a fused matmul's output (the planner's reserve, so that no step
+    /// allocates after the KV cache took the rest).
+    pub fn reserve_scratch(
+        &self,
+        input_bytes: usize,
+        fused_bytes: usize,
+    ) -> Result<(), BackendError> {
+        self.fixed_buf(|st| &mut st.scratch, input_bytes)?;
+        self.fixed_buf(|st| &mut st.fused, fused_bytes)?;
+        Ok(())
     }
 
     /// Bytes the arena holds now (after a warmup step: the activations' real peak).
@@ -318,35 +359,15 @@ impl CudaBackend {
         CudaBuf { ptr, len, cap: len }
     }
 
-    fn upload_matrix(
-        &self,
-        w: &HostWeight,
-        rows: usize,
-        cols: usize,
-    ) -> Result<CudaWeight, BackendError> {
-        let bad = |n: usize| BackendError::Weight {
-            name: w.name.clone(),
-            message: format!("{n} values for shape {:?}", w.shape),
-        };
-        // bf16 checkpoints go to the device as they are; everything else is converted first.
+    /// A matrix's values as bf16 bytes: borrowed from a bf16 checkpoint, converted otherwise.
+    fn bf16_bytes(w: &HostWeight) -> Result<std::borrow::Cow<'_, [u8]>, BackendError> {
+        let (rows, cols) = (w.rows(), w.cols());
         let bf = |x: f32| bf16::from_f32(x).to_le_bytes();
-        let bytes: Vec<u8> = match &w.data {
+        let bytes: std::borrow::Cow<'_, [u8]> = match &w.data {
             WeightData::Ggml {
                 ty: GgmlType::BF16,
                 bytes,
-            } => {
-                if bytes.len() != rows * cols * 2 {
-                    return Err(bad(bytes.len() / 2));
-                }
-                return self
-                    .upload_bytes(bytes)
-                    .map(|(data, ptr)| CudaWeight::Matrix {
-                        data,
-                        ptr,
-                        rows,
-                        cols,
-                    });
-            }
+            } => std::borrow::Cow::Borrowed(&bytes[..]),
             WeightData::F32(v) => v.iter().flat_map(|x| bf(*x)).collect(),
             WeightData::Ggml {
                 ty: GgmlType::F16,
@@ -363,33 +384,50 @@ impl CudaBackend {
                     crate::quant::dequantize_row(*ty, r, &mut row);
                     out.extend(row.iter().flat_map(|x| bf(*x)));
                 }
-                out
+                out.into()
             }
         };
         if bytes.len() != rows * cols * 2 {
-            return Err(bad(bytes.len() / 2));
+            return Err(BackendError::Weight {
+                name: w.name.clone(),
+                message: format!("{} values for shape {:?}", bytes.len() / 2, w.shape),
+            });
         }
-        let (data, ptr) = self.upload_bytes(&bytes)?;
-        Ok(CudaWeight::Matrix {
-            data,
-            ptr,
-            rows,
-            cols,
-        })
+        Ok(bytes)
     }
 
-    /// A device copy of `bytes`, through the pinned staging buffers.
-    fn upload_bytes(&self, bytes: &[u8]) -> Result<(CudaSlice<u8>, u64), BackendError> {
-        // SAFETY: every byte is written by the copy below before anything reads it.
-        let data = unsafe { self.stream.alloc::<u8>(bytes.len()) }?;
-        let ptr = self.dptr(&data);
+    /// Matrices uploaded back to back into one allocation (bf16 checkpoints are read in place
+    /// from their mmap; everything else is converted first).
+    fn upload_matrices(&self, ws: &[HostWeight]) -> Result<Vec<CudaWeight>, BackendError> {
+        let total: usize = ws.iter().map(|w| w.rows() * w.cols() * 2).sum();
+        // SAFETY: every byte is written by the copies below before anything reads it.
+        let data = Arc::new(unsafe { self.stream.alloc::<u8>(total) }?);
+        let base = self.dptr(&data);
+        let mut at = 0;
+        let mut out = Vec::with_capacity(ws.len());
+        for w in ws {
+            let bytes = Self::bf16_bytes(w)?;
+            let ptr = base + at as u64;
+            self.copy_to_device(ptr, &bytes)?;
+            at += bytes.len();
+            out.push(CudaWeight::Matrix {
+                _data: data.clone(),
+                ptr,
+                rows: w.rows(),
+                cols: w.cols(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Copies `bytes` to device address `dst` through the pinned staging buffers.
+    fn copy_to_device(&self, dst: u64, bytes: &[u8]) -> Result<(), BackendError> {
         let mut st = self.state();
         if st.uploader.is_none() {
             st.uploader = Some(upload::Uploader::new(&self.ctx)?);
         }
         let up = st.uploader.as_mut().expect("the uploader was just made");
-        up.copy(&self.stream, ptr, bytes)?;
-        Ok((data, ptr))
+        up.copy(&self.stream, dst, bytes)
     }
 
     fn upload_vector(&self, w: &HostWeight) -> Result<CudaWeight, BackendError> {
@@ -490,7 +528,20 @@ impl Backend for CudaBackend {
         if w.shape.len() == 1 {
             self.upload_vector(&w)
         } else {
-            self.upload_matrix(&w, w.rows(), w.cols())
+            let mut m = self.upload_matrices(std::slice::from_ref(&w))?;
+            Ok(m.pop().expect("one matrix in, one out"))
+        }
+    }
+
+    fn upload_group(&self, ws: Vec<HostWeight>) -> Result<Vec<CudaWeight>, BackendError> {
+        let cols = ws.first().map(|w| w.cols());
+        if ws
+            .iter()
+            .all(|w| w.shape.len() == 2 && Some(w.cols()) == cols)
+        {
+            self.upload_matrices(&ws)
+        } else {
+            ws.into_iter().map(|w| self.upload(w)).collect()
         }
     }
 
@@ -609,10 +660,11 @@ impl Backend for CudaBackend {
         let r = if m <= GEMV_MAX_ROWS {
             self.kernels.gemv(ptr, x.ptr, bias_ptr, out.ptr, (m, n, k))
         } else {
-            self.gemm(ptr, x, out, (m, n, k)).and_then(|_| match bias {
-                Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
-                None => Ok(()),
-            })
+            self.gemm(ptr, x, out.ptr, (m, n, k))
+                .and_then(|_| match bias {
+                    Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
+                    None => Ok(()),
+                })
         };
         let op = match (m <= GEMV_MAX_ROWS, prefill.iter().any(|p| *p)) {
             (true, _) => "linear (gemv)",
@@ -639,6 +691,20 @@ impl Backend for CudaBackend {
         });
         let k = shapes[0].2;
         let same_k = shapes.iter().all(|s| s.2 == k);
+        if let (true, Some((w, n, _))) = (m > GEMV_MAX_ROWS, contiguous(&ws)) {
+            // One GEMM over the three matrices stored back to back, then split.
+            let t0 = self.prof_begin();
+            let fused = self.fused_buf(m * n);
+            let mut dst = [(0u64, 0u64, 0usize); 3];
+            for (i, out) in outs.into_iter().enumerate() {
+                self.ensure(out, m * shapes[i].1);
+                dst[i] = (out.ptr, biases.map_or(0, |b| b[i].ptr()), shapes[i].1);
+            }
+            let r = fused
+                .and_then(|f| self.gemm(w, x, f, (m, n, k)))
+                .and_then(|f| self.kernels.split_qkv(f, dst, m));
+            return self.finish("linear qkv (cuBLASLt, fused)", t0, r);
+        }
         if m > GEMV_MAX_ROWS || !same_k {
             for (i, out) in outs.into_iter().enumerate() {
                 self.linear(x, prefill, ws[i], biases.map(|b| b[i]), out);
@@ -679,11 +745,27 @@ impl Backend for CudaBackend {
         else {
             panic!("linear weight must be a matrix");
         };
+        if let (true, Some((w, n2, _))) = (m > GEMV_MAX_ROWS, contiguous(&[gate, up])) {
+            // One GEMM over gate and up stored back to back.
+            let t0 = self.prof_begin();
+            self.ensure(out, m * n);
+            let r = self
+                .fused_buf(m * n2)
+                .and_then(|f| self.gemm(w, x, f, (m, n2, *k)))
+                .and_then(|f| self.kernels.silu_mul_pair(f, out.ptr, *n, m));
+            return self.finish("linear swiglu (cuBLASLt, fused)", t0, r);
+        }
         if m > GEMV_MAX_ROWS {
-            let (mut gb, mut ub) = (self.buf(0), self.buf(0));
-            self.linear(x, prefill, gate, None, &mut gb);
-            self.linear(x, prefill, up, None, &mut ub);
-            return self.silu_mul(&gb, &ub, out);
+            // Gate and up stored apart: two GEMMs into the halves of the fused scratch.
+            let t0 = self.prof_begin();
+            self.ensure(out, m * n);
+            let half = (m * n * 4) as u64;
+            let r = self.fused_buf(2 * m * n).and_then(|f| {
+                self.gemm(*g, x, f, (m, *n, *k))?;
+                self.gemm(*u, x, f + half, (m, *n, *k))?;
+                self.kernels.silu_mul(f, f + half, out.ptr, m * n)
+            });
+            return self.finish("linear swiglu (cuBLASLt)", t0, r);
         }
         let t0 = self.prof_begin();
         self.ensure(out, m * n);
@@ -910,14 +992,19 @@ impl CudaBackend {
         &self,
         w: u64,
         x: &CudaBuf,
-        out: &CudaBuf,
+        out: u64,
         (m, n, k): (usize, usize, usize),
-    ) -> Result<(), BackendError> {
+    ) -> Result<u64, BackendError> {
         let xs = self.bf16_copy(x, m * k)?;
-        if self.kernels.skipping() {
-            return Ok(());
+        if !self.kernels.skipping() {
+            self.state().gemm.run(w, xs, out, (m, n, k))?;
         }
-        self.state().gemm.run(w, xs, out.ptr, (m, n, k))
+        Ok(out)
+    }
+
+    /// The fused scratch, holding at least `floats` f32 (its address).
+    fn fused_buf(&self, floats: usize) -> Result<u64, BackendError> {
+        self.fixed_buf(|st| &mut st.fused, floats * 4)
     }
 
     /// The first `n` values of x as bf16 in the scratch buffer (its address).
