@@ -122,9 +122,10 @@ impl Gemm {
         }
         plan.algo = candidates[0];
         // Timing needs a stream that is not being captured into a graph (it synchronizes).
-        let capturing = self.stream.capture_status().map_or(true, |s| {
-            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-        });
+        let capturing = !matches!(
+            self.stream.capture_status(),
+            Ok(cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+        );
         if candidates.len() > 1 && !capturing {
             let mut best = (f64::INFINITY, candidates[0]);
             for algo in candidates {
