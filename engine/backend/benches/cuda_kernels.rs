@@ -344,8 +344,12 @@ mod bench {
             let x = gpu.buf_from_host(&rand(m * HIDDEN, 14));
             let mut h = gpu.buf(0);
             let t = time(gpu, || gpu.add_rms_norm(&mut res, &x, &norm, 1e-6, &mut h));
-            // residual and x read, residual written, h written (f32 each).
-            report("add_rms_norm", m * HIDDEN * 4 * 4, t);
+            // residual and x read, residual written (f32), h written (bf16 past the GEMV rows).
+            report(
+                "add_rms_norm",
+                m * HIDDEN * (12 + if m > 8 { 2 } else { 4 }),
+                t,
+            );
             let g = gpu.buf_from_host(&rand(m * INTER, 15));
             let u = gpu.buf_from_host(&rand(m * INTER, 16));
             let mut act = gpu.buf(0);

@@ -233,14 +233,16 @@ fn fused_qkv_and_swiglu_match_cpu() {
         let (uc, ug) = p.w("up", vec![nq, k], &rand(nq * k, 38));
         cpu.linear_swiglu(&xc, &kinds, &gc, &uc, &mut oc);
         gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
+        // Past the GEMV rows the product is written in bf16 for the down projection's GEMM.
+        let tolerance = if m > 8 { 8e-3 } else { 1e-3 };
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
-        assert!(d < 1e-3, "linear_swiglu m={m}: {d}");
+        assert!(d < tolerance, "linear_swiglu m={m}: {d}");
         let gate_up = grouped(&[(nq, 37), (nq, 38)]);
         gpu.linear_swiglu(&xg, &kinds, &gate_up[0], &gate_up[1], &mut og);
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_swiglu grouped m={m} n={nq}: max rel diff {d:.2e}");
-        assert!(d < 1e-3, "linear_swiglu m={m}: {d}");
+        assert!(d < tolerance, "linear_swiglu m={m}: {d}");
     }
 }
 
@@ -460,6 +462,60 @@ fn norms_rope_silu_embedding_gather_match_cpu() {
     cpu.gather_logits_rows(&x, n, &sc, &mut oc);
     gpu.gather_logits_rows(&upload(&gpu, &x), n, &sg, &mut og);
     assert_eq!(gpu.to_host(&og), oc, "gather");
+}
+
+/// Past the GEMV rows, norms and SiLU products write bf16 (what the cuBLASLt path reads), and
+/// the matmuls, the logits gather and `to_host` read it: the same results as f32 outputs
+/// rounded to bf16.
+#[test]
+fn matmul_inputs_past_the_gemv_rows_are_bf16() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    let (rows, n, out) = (12, 96, 64);
+    let mut b = batch(rows);
+    b.logits_rows = (0..10).collect();
+    let (sc, sg) = (cpu.begin_step(&b), gpu.begin_step(&b));
+    let x = rand(rows * n, 50);
+    let r = rand(rows * n, 51);
+    let (wc, wg) = p.w("norm", vec![n], &rand(n, 52));
+    let (mc, mg) = p.w("w", vec![out, n], &rand(out * n, 53));
+    let (mut rc, mut rg) = (r.clone(), upload(&gpu, &r));
+    let (mut hc, mut hg) = (cpu.buf(0), gpu.buf(0));
+    cpu.add_rms_norm(&mut rc, &x, &wc, 1e-6, &mut hc);
+    gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut hg);
+    // One bf16 rounding step of the largest value at most.
+    let d = max_rel(&gpu.to_host(&hg), &hc);
+    assert!(d < 8e-3, "add_rms_norm bf16 out: {d}");
+    // The matmul reads the bf16 rows as they are (the CPU gets them rounded the same way).
+    let (mut yc, mut yg) = (cpu.buf(0), gpu.buf(0));
+    let kinds = vec![false; rows];
+    cpu.linear(&gpu.to_host(&hg), &kinds, &mc, None, &mut yc);
+    gpu.linear(&hg, &kinds, &mg, None, &mut yg);
+    let d = max_rel(&gpu.to_host(&yg), &yc);
+    assert!(d < 1e-3, "linear on bf16 rows: {d}");
+    // Ten gathered rows stay bf16 (the head's cuBLASLt path), two become f32 (its GEMV).
+    let (mut gc, mut gg) = (cpu.buf(0), gpu.buf(0));
+    cpu.gather_logits_rows(&gpu.to_host(&hg), n, &sc, &mut gc);
+    gpu.gather_logits_rows(&hg, n, &sg, &mut gg);
+    assert_eq!(gpu.to_host(&gg), gc, "gather of 10 bf16 rows");
+    b.logits_rows = vec![11, 3];
+    let (sc, sg) = (cpu.begin_step(&b), gpu.begin_step(&b));
+    let mut hg = gpu.buf(0);
+    let mut rg = upload(&gpu, &r);
+    gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut hg);
+    cpu.gather_logits_rows(&gpu.to_host(&hg), n, &sc, &mut gc);
+    gpu.gather_logits_rows(&hg, n, &sg, &mut gg);
+    assert_eq!(gpu.to_host(&gg), gc, "gather of 2 rows into f32");
+    let mut yg = gpu.buf(0);
+    gpu.linear(&gg, &[false; 2], &mg, None, &mut yg);
+    let mut yc = cpu.buf(0);
+    cpu.linear(&gc, &[false; 2], &mc, None, &mut yc);
+    let d = max_rel(&gpu.to_host(&yg), &yc);
+    assert!(d < 1e-3, "gemv on gathered rows: {d}");
 }
 
 #[test]

@@ -1,7 +1,17 @@
 // Row-wise and elementwise ops: embedding, RMS norm (with fused residual add), rotary embedding,
-// SiLU-gated product, bias add, f32 -> bf16 conversion and row gathers. Activations are f32;
-// weights of matrices are bf16, norm weights and biases f32.
+// SiLU-gated product, bias add, f32 -> bf16 conversion and row gathers. Activations are f32,
+// except that the ops whose output only feeds a cuBLASLt matmul (norms, SiLU products, the
+// gathered logits rows) write it in bf16 when asked (`out_bf16`), which saves the matmul a
+// conversion pass. Weights of matrices are bf16, norm weights and biases f32.
 #include "common.cuh"
+
+// out[i] = v as f32, or as bf16 when out_bf16.
+__device__ __forceinline__ void store_act(void* out, size_t i, float v, int out_bf16) {
+    if (out_bf16)
+        static_cast<bf16*>(out)[i] = __float2bfloat16(v);
+    else
+        static_cast<float*>(out)[i] = v;
+}
 
 // out[r, :] = table[ids[r], :]. Grid: rows.
 extern "C" __global__ void embedding(const bf16* __restrict__ table, const uint32_t* __restrict__ ids,
@@ -16,8 +26,8 @@ extern "C" __global__ void embedding(const bf16* __restrict__ table, const uint3
 // one load per thread instead of a chain of dependent ones.
 template <bool ADD>
 __device__ __forceinline__ void norm_row(float* __restrict__ rr, const float* __restrict__ xr,
-                                         const float* __restrict__ w, float* __restrict__ o,
-                                         int n, float eps) {
+                                         const float* __restrict__ w, void* __restrict__ o,
+                                         int n, float eps, int out_bf16) {
     float ss = 0.f;
     if ((n & 3) == 0) {
         const int n4 = n >> 2;
@@ -34,10 +44,20 @@ __device__ __forceinline__ void norm_row(float* __restrict__ rr, const float* __
         }
         const float inv = 1.f / sqrtf(block_sum(ss) / n + eps);
         const float4* w4 = reinterpret_cast<const float4*>(w);
-        float4* o4 = reinterpret_cast<float4*>(o);
         for (int i = threadIdx.x; i < n4; i += blockDim.x) {
             const float4 a = r4[i], g = w4[i];
-            o4[i] = make_float4(a.x * inv * g.x, a.y * inv * g.y, a.z * inv * g.z, a.w * inv * g.w);
+            const float4 v =
+                make_float4(a.x * inv * g.x, a.y * inv * g.y, a.z * inv * g.z, a.w * inv * g.w);
+            if (out_bf16) {
+                const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y);
+                const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z, v.w);
+                uint2 u;
+                u.x = *reinterpret_cast<const uint32_t*>(&lo);
+                u.y = *reinterpret_cast<const uint32_t*>(&hi);
+                reinterpret_cast<uint2*>(o)[i] = u;
+            } else {
+                reinterpret_cast<float4*>(o)[i] = v;
+            }
         }
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -46,24 +66,26 @@ __device__ __forceinline__ void norm_row(float* __restrict__ rr, const float* __
             ss += v * v;
         }
         const float inv = 1.f / sqrtf(block_sum(ss) / n + eps);
-        for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = rr[i] * inv * w[i];
+        for (int i = threadIdx.x; i < n; i += blockDim.x) store_act(o, i, rr[i] * inv * w[i], out_bf16);
     }
 }
 
 // RMS norm of each n-long chunk. Grid: chunks.
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                    float* __restrict__ out, int n, float eps) {
+                                    void* __restrict__ out, int n, float eps, int out_bf16) {
     // The row is only read (norm_row writes the residual only when adding).
     float* xr = const_cast<float*>(x) + (size_t)blockIdx.x * n;
-    norm_row<false>(xr, nullptr, w, out + (size_t)blockIdx.x * n, n, eps);
+    const size_t off = (size_t)blockIdx.x * n * (out_bf16 ? 2 : 4);
+    norm_row<false>(xr, nullptr, w, static_cast<char*>(out) + off, n, eps, out_bf16);
 }
 
 // residual += x; out = rms_norm(residual). Grid: rows.
 extern "C" __global__ void add_rms_norm(float* __restrict__ residual, const float* __restrict__ x,
-                                        const float* __restrict__ w, float* __restrict__ out, int n,
-                                        float eps) {
+                                        const float* __restrict__ w, void* __restrict__ out, int n,
+                                        float eps, int out_bf16) {
     const size_t off = (size_t)blockIdx.x * n;
-    norm_row<true>(residual + off, x + off, w, out + off, n, eps);
+    char* o = static_cast<char*>(out) + off * (out_bf16 ? 2 : 4);
+    norm_row<true>(residual + off, x + off, w, o, n, eps, out_bf16);
 }
 
 // In-place rotary embedding of x = [rows, n_heads * head_dim]. NeoX pairs (i, i + rotary_dim/2)
@@ -88,11 +110,11 @@ extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restric
 
 // out = silu(gate) * up, elementwise over n values.
 extern "C" __global__ void silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
-                                    float* __restrict__ out, size_t n) {
+                                    void* __restrict__ out, size_t n, int out_bf16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
-        out[i] = g / (1.f + expf(-g)) * up[i];
+        store_act(out, i, g / (1.f + expf(-g)) * up[i], out_bf16);
     }
 }
 
@@ -110,12 +132,16 @@ extern "C" __global__ void f32_to_bf16(const float* __restrict__ x, bf16* __rest
         y[i] = __float2bfloat16(x[i]);
 }
 
-// out[i, :] = x[rows[i], :]. Grid: gathered rows.
-extern "C" __global__ void gather_rows(const float* __restrict__ x, const uint32_t* __restrict__ rows,
-                                       float* __restrict__ out, int cols) {
-    const float* src = x + (size_t)rows[blockIdx.x] * cols;
-    float* dst = out + (size_t)blockIdx.x * cols;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+// out[i, :] = x[rows[i], :], each of x and out f32 or bf16. Grid: gathered rows.
+extern "C" __global__ void gather_rows(const void* __restrict__ x, const uint32_t* __restrict__ rows,
+                                       void* __restrict__ out, int cols, int in_bf16,
+                                       int out_bf16) {
+    const size_t src = (size_t)rows[blockIdx.x] * cols, dst = (size_t)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = in_bf16 ? __bfloat162float(static_cast<const bf16*>(x)[src + c])
+                                : static_cast<const float*>(x)[src + c];
+        store_act(out, dst + c, v, out_bf16);
+    }
 }
 
 // Splits the rows of a fused Q/K/V projection y[rows, n0 + n1 + n2] into its three outputs,
@@ -144,12 +170,12 @@ extern "C" __global__ void split_qkv(const float* __restrict__ y, float* __restr
 
 // out[r, c] = silu(gu[r, c]) * gu[r, n + c] for a fused gate/up projection gu[rows, 2 n].
 // Grid-stride over rows * n.
-extern "C" __global__ void silu_mul_pair(const float* __restrict__ gu, float* __restrict__ out,
-                                         int n, size_t total) {
+extern "C" __global__ void silu_mul_pair(const float* __restrict__ gu, void* __restrict__ out,
+                                         int n, size_t total, int out_bf16) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / n, c = i % n;
         const float g = gu[r * 2 * n + c];
-        out[i] = g / (1.f + expf(-g)) * gu[r * 2 * n + n + c];
+        store_act(out, i, g / (1.f + expf(-g)) * gu[r * 2 * n + n + c], out_bf16);
     }
 }

@@ -217,17 +217,16 @@ impl Kernels {
         )
     }
 
-    /// RMS norm of each `n`-long chunk of x (`chunks * n` f32) with f32 weight `w[n]`.
+    /// RMS norm of each `n`-long chunk of x (`chunks * n` f32) with f32 weight `w[n]`; out in
+    /// bf16 when `out_bf16`, else f32.
     pub fn rms_norm(
         &self,
-        x: u64,
-        w: u64,
-        out: u64,
-        chunks: usize,
-        n: usize,
+        (x, w, out): (u64, u64, u64),
+        (chunks, n): (usize, usize),
         eps: f32,
+        out_bf16: bool,
     ) -> Result<(), BackendError> {
-        let n_i = n as i32;
+        let (n_i, ob) = (n as i32, i32::from(out_bf16));
         launch!(
             self,
             rms_norm,
@@ -236,21 +235,21 @@ impl Kernels {
             w,
             out,
             n_i,
-            eps
+            eps,
+            ob
         )
     }
 
-    /// residual += x; out = rms_norm(residual), over `rows` rows of `n`.
+    /// residual += x; out = rms_norm(residual), over `rows` rows of `n`; out in bf16 when
+    /// `out_bf16`.
     pub fn add_rms_norm(
         &self,
-        residual: u64,
-        x: u64,
-        w: u64,
-        out: u64,
+        (residual, x, w, out): (u64, u64, u64, u64),
         (rows, n): (usize, usize),
         eps: f32,
+        out_bf16: bool,
     ) -> Result<(), BackendError> {
-        let n_i = n as i32;
+        let (n_i, ob) = (n as i32, i32::from(out_bf16));
         launch!(
             self,
             add_rms_norm,
@@ -260,7 +259,8 @@ impl Kernels {
             w,
             out,
             n_i,
-            eps
+            eps,
+            ob
         )
     }
 
@@ -294,8 +294,15 @@ impl Kernels {
         )
     }
 
-    pub fn silu_mul(&self, gate: u64, up: u64, out: u64, n: usize) -> Result<(), BackendError> {
-        launch!(self, silu_mul, flat(n), gate, up, out, n)
+    /// out = silu(gate) * up over `n` values, out in bf16 when `out_bf16`.
+    pub fn silu_mul(
+        &self,
+        (gate, up, out): (u64, u64, u64),
+        n: usize,
+        out_bf16: bool,
+    ) -> Result<(), BackendError> {
+        let ob = i32::from(out_bf16);
+        launch!(self, silu_mul, flat(n), gate, up, out, n, ob)
     }
 
     /// y[rows, cols] += bias[cols].
@@ -337,29 +344,28 @@ impl Kernels {
         )
     }
 
-    /// out[r, c] = silu(gu[r, c]) * gu[r, n + c] over `rows` rows of a fused gate/up projection.
+    /// out[r, c] = silu(gu[r, c]) * gu[r, n + c] over `rows` rows of a fused gate/up
+    /// projection, out in bf16 when `out_bf16`.
     pub fn silu_mul_pair(
         &self,
-        gu: u64,
-        out: u64,
-        n: usize,
-        rows: usize,
+        (gu, out): (u64, u64),
+        (rows, n): (usize, usize),
+        out_bf16: bool,
     ) -> Result<(), BackendError> {
         let total = rows * n;
-        let n_i = n as i32;
-        launch!(self, silu_mul_pair, flat(total), gu, out, n_i, total)
+        let (n_i, ob) = (n as i32, i32::from(out_bf16));
+        launch!(self, silu_mul_pair, flat(total), gu, out, n_i, total, ob)
     }
 
-    /// out[i] = x[rows[i]] for `n` gathered rows of `cols`.
+    /// out[i] = x[rows[i]] for `n` gathered rows of `cols`; x and out each bf16 or f32 as
+    /// `bf16` = (x's, out's) says.
     pub fn gather_rows(
         &self,
-        x: u64,
-        rows: u64,
-        out: u64,
-        n: usize,
-        cols: usize,
+        (x, rows, out): (u64, u64, u64),
+        (n, cols): (usize, usize),
+        bf16: (bool, bool),
     ) -> Result<(), BackendError> {
-        let cols_i = cols as i32;
+        let (cols_i, ib, ob) = (cols as i32, i32::from(bf16.0), i32::from(bf16.1));
         launch!(
             self,
             gather_rows,
@@ -367,7 +373,9 @@ impl Kernels {
             x,
             rows,
             out,
-            cols_i
+            cols_i,
+            ib,
+            ob
         )
     }
 

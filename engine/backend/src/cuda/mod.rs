@@ -89,12 +89,35 @@ fn contiguous(ws: &[&CudaWeight]) -> Option<(u64, usize, usize)> {
     Some((ptr, rows, cols))
 }
 
-/// An f32 activation buffer in the step arena (see `arena`): valid until the next step.
+/// An activation buffer in the step arena (see `arena`), valid until the next step: f32, or
+/// bf16 where it only feeds cuBLASLt matmuls (the output of a norm or a SiLU product over more
+/// than GEMV_MAX_ROWS rows), which saves the matmul a conversion pass. `to_host` gives f32
+/// either way.
 #[derive(Debug, Clone, Copy)]
 pub struct CudaBuf {
     ptr: u64,
+    /// Values.
     len: usize,
+    /// Bytes.
     cap: usize,
+    bf16: bool,
+}
+
+impl CudaBuf {
+    /// Panics when a kernel that reads f32 is handed a bf16 buffer.
+    fn f32(&self, op: &str) -> u64 {
+        assert!(
+            !self.bf16,
+            "{op}: takes an f32 activation buffer, got a bf16 one"
+        );
+        self.ptr
+    }
+}
+
+/// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
+/// cuBLASLt path's input type; the GEMV kernels read f32).
+fn matmul_input_bf16(rows: usize) -> bool {
+    rows > GEMV_MAX_ROWS
 }
 
 /// The paged KV cache (bf16 or fp8 e4m3 elements), all layers in one K and one V allocation.
@@ -346,17 +369,30 @@ impl CudaBackend {
 
     /// Makes `out` hold `len` f32, from the arena when it is too small.
     fn ensure(&self, out: &mut CudaBuf, len: usize) {
-        if len > out.cap {
+        self.ensure_as(out, len, false);
+    }
+
+    /// Makes `out` hold `len` values of bf16 (`bf16`) or f32, from the arena when too small.
+    fn ensure_as(&self, out: &mut CudaBuf, len: usize, bf16: bool) {
+        let bytes = len * if bf16 { 2 } else { 4 };
+        if bytes > out.cap {
             *out = self.alloc_buf(len);
         }
         out.len = len;
+        out.bf16 = bf16;
     }
 
+    /// `len` f32 from the arena.
     fn alloc_buf(&self, len: usize) -> CudaBuf {
         let ptr = self.state().arena.alloc(len * 4).unwrap_or_else(|e| {
             panic!("activation arena: {e} (the memory plan reserved too little)")
         });
-        CudaBuf { ptr, len, cap: len }
+        CudaBuf {
+            ptr,
+            len,
+            cap: len * 4,
+            bf16: false,
+        }
     }
 
     /// A matrix's values as bf16 bytes: borrowed from a bf16 checkpoint, converted otherwise.
@@ -617,8 +653,20 @@ impl Backend for CudaBackend {
     fn to_host(&self, x: &CudaBuf) -> Vec<f32> {
         self.flush_graph();
         let t0 = self.prof_begin();
-        let mut out = vec![0f32; x.len];
-        let r = self.copy_to_host(x.ptr, &mut out);
+        let (out, r) = if x.bf16 {
+            let mut raw = vec![0u16; x.len];
+            let r = self.copy_to_host(x.ptr, &mut raw);
+            (
+                raw.into_iter()
+                    .map(|b| bf16::from_bits(b).to_f32())
+                    .collect(),
+                r,
+            )
+        } else {
+            let mut out = vec![0f32; x.len];
+            let r = self.copy_to_host(x.ptr, &mut out);
+            (out, r)
+        };
         self.finish("copy to host", t0, r);
         out
     }
@@ -658,7 +706,8 @@ impl Backend for CudaBackend {
         self.ensure(out, m * n);
         let bias_ptr = bias.map_or(0, |b| b.ptr());
         let r = if m <= GEMV_MAX_ROWS {
-            self.kernels.gemv(ptr, x.ptr, bias_ptr, out.ptr, (m, n, k))
+            let xp = x.f32("linear (gemv)");
+            self.kernels.gemv(ptr, xp, bias_ptr, out.ptr, (m, n, k))
         } else {
             self.gemm(ptr, x, out.ptr, (m, n, k))
                 .and_then(|_| match bias {
@@ -720,7 +769,7 @@ impl Backend for CudaBackend {
             let bias = biases.map_or(0, |b| b[i].ptr());
             mats[i] = (w, bias, out.ptr, n);
         }
-        let r = self.kernels.gemv3(x.ptr, mats, (m, k));
+        let r = self.kernels.gemv3(x.f32("linear_qkv (gemv)"), mats, (m, k));
         self.finish("linear qkv (gemv)", t0, r);
     }
 
@@ -748,30 +797,33 @@ impl Backend for CudaBackend {
         if let (true, Some((w, n2, _))) = (m > GEMV_MAX_ROWS, contiguous(&[gate, up])) {
             // One GEMM over gate and up stored back to back.
             let t0 = self.prof_begin();
-            self.ensure(out, m * n);
+            self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
                 .and_then(|f| self.gemm(w, x, f, (m, n2, *k)))
-                .and_then(|f| self.kernels.silu_mul_pair(f, out.ptr, *n, m));
+                .and_then(|f| self.kernels.silu_mul_pair((f, out.ptr), (m, *n), true));
             return self.finish("linear swiglu (cuBLASLt, fused)", t0, r);
         }
         if m > GEMV_MAX_ROWS {
             // Gate and up stored apart: two GEMMs into the halves of the fused scratch.
             let t0 = self.prof_begin();
-            self.ensure(out, m * n);
+            self.ensure_as(out, m * n, true);
             let half = (m * n * 4) as u64;
             let r = self.fused_buf(2 * m * n).and_then(|f| {
                 self.gemm(*g, x, f, (m, *n, *k))?;
                 self.gemm(*u, x, f + half, (m, *n, *k))?;
-                self.kernels.silu_mul(f, f + half, out.ptr, m * n)
+                self.kernels.silu_mul((f, f + half, out.ptr), m * n, true)
             });
             return self.finish("linear swiglu (cuBLASLt)", t0, r);
         }
         let t0 = self.prof_begin();
         self.ensure(out, m * n);
-        let r = self
-            .kernels
-            .gemv_swiglu((*g, *u), x.ptr, out.ptr, (m, *n, *k));
+        let r = self.kernels.gemv_swiglu(
+            (*g, *u),
+            x.f32("linear_swiglu (gemv)"),
+            out.ptr,
+            (m, *n, *k),
+        );
         self.finish("linear swiglu (gemv)", t0, r);
     }
 
@@ -786,9 +838,9 @@ impl Backend for CudaBackend {
         let inv_freq = self.state().step.inv_freq(&self.stream, &p.rope.inv_freq);
         let r = inv_freq.and_then(|inv_freq| {
             self.kernels.rope_write_kv(&RopeWriteLaunch {
-                q: q.ptr,
-                k: k.ptr,
-                v: v.ptr,
+                q: q.f32("rope_write_kv"),
+                k: k.f32("rope_write_kv"),
+                v: v.f32("rope_write_kv"),
                 norms: p.qk_norm.map_or((0, 0), |[qn, kn]| (qn.ptr(), kn.ptr())),
                 eps: p.eps,
                 positions: step.positions,
@@ -812,10 +864,14 @@ impl Backend for CudaBackend {
     fn rms_norm(&self, x: &CudaBuf, w: &CudaWeight, eps: f32, out: &mut CudaBuf) {
         let t0 = self.prof_begin();
         let n = w.len();
-        self.ensure(out, x.len);
-        let r = self
-            .kernels
-            .rms_norm(x.ptr, w.ptr(), out.ptr, x.len / n, n, eps);
+        let rows = x.len / n;
+        self.ensure_as(out, x.len, matmul_input_bf16(rows));
+        let r = self.kernels.rms_norm(
+            (x.f32("rms_norm"), w.ptr(), out.ptr),
+            (rows, n),
+            eps,
+            out.bf16,
+        );
         self.finish("rms_norm", t0, r);
     }
 
@@ -829,10 +885,15 @@ impl Backend for CudaBackend {
     ) {
         let t0 = self.prof_begin();
         let n = w.len();
-        self.ensure(out, x.len);
-        let r =
-            self.kernels
-                .add_rms_norm(residual.ptr, x.ptr, w.ptr(), out.ptr, (x.len / n, n), eps);
+        let rows = x.len / n;
+        self.ensure_as(out, x.len, matmul_input_bf16(rows));
+        let ptrs = (
+            residual.f32("add_rms_norm"),
+            x.f32("add_rms_norm"),
+            w.ptr(),
+            out.ptr,
+        );
+        let r = self.kernels.add_rms_norm(ptrs, (rows, n), eps, out.bf16);
         self.finish("add_rms_norm", t0, r);
     }
 
@@ -847,7 +908,7 @@ impl Backend for CudaBackend {
         };
         let r = inv_freq.and_then(|f| {
             self.kernels
-                .rope(x.ptr, step.positions, f, step.n_tokens, shape)
+                .rope(x.f32("rope"), step.positions, f, step.n_tokens, shape)
         });
         self.finish("rope", t0, r);
     }
@@ -855,7 +916,8 @@ impl Backend for CudaBackend {
     fn silu_mul(&self, gate: &CudaBuf, up: &CudaBuf, out: &mut CudaBuf) {
         let t0 = self.prof_begin();
         self.ensure(out, gate.len);
-        let r = self.kernels.silu_mul(gate.ptr, up.ptr, out.ptr, gate.len);
+        let ptrs = (gate.f32("silu_mul"), up.f32("silu_mul"), out.ptr);
+        let r = self.kernels.silu_mul(ptrs, gate.len, false);
         self.finish("silu_mul", t0, r);
     }
 
@@ -870,8 +932,8 @@ impl Backend for CudaBackend {
         let t0 = self.prof_begin();
         let kv_dim = cache.spec.num_kv_heads * cache.spec.head_dim;
         let r = self.kernels.write_kv(
-            k.ptr,
-            v.ptr,
+            k.f32("write_kv"),
+            v.f32("write_kv"),
             step.slots,
             cache.layer(layer),
             (step.n_tokens, kv_dim),
@@ -893,7 +955,7 @@ impl Backend for CudaBackend {
         self.ensure(out, q.len);
         let (k_cache, v_cache) = cache.layer(layer);
         let a = AttnLaunch {
-            q: q.ptr,
+            q: q.f32("attention"),
             k_cache,
             v_cache,
             out: out.ptr,
@@ -975,19 +1037,23 @@ impl Backend for CudaBackend {
 
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {
         let t0 = self.prof_begin();
-        self.ensure(out, step.n_logits * cols);
+        // The gathered rows feed the head's matmul: bf16 for cuBLASLt, f32 for the GEMV.
+        self.ensure_as(out, step.n_logits * cols, matmul_input_bf16(step.n_logits));
         if step.n_logits == 0 {
             return self.finish("gather_rows", t0, Ok(()));
         }
-        let r = self
-            .kernels
-            .gather_rows(x.ptr, step.logits_rows, out.ptr, step.n_logits, cols);
+        let r = self.kernels.gather_rows(
+            (x.ptr, step.logits_rows, out.ptr),
+            (step.n_logits, cols),
+            (x.bf16, out.bf16),
+        );
         self.finish("gather_rows", t0, r);
     }
 }
 
 impl CudaBackend {
-    /// cuBLASLt path: x converted to bf16 in the scratch buffer, then one GEMM into `out`.
+    /// cuBLASLt path: x (converted to bf16 in the scratch buffer unless it is bf16 already),
+    /// then one GEMM into `out`.
     fn gemm(
         &self,
         w: u64,
@@ -1007,8 +1073,12 @@ impl CudaBackend {
         self.fixed_buf(|st| &mut st.fused, floats * 4)
     }
 
-    /// The first `n` values of x as bf16 in the scratch buffer (its address).
+    /// The address of the first `n` values of x as bf16: x's own when it is bf16, else a copy
+    /// in the scratch buffer.
     fn bf16_copy(&self, x: &CudaBuf, n: usize) -> Result<u64, BackendError> {
+        if x.bf16 {
+            return Ok(x.ptr);
+        }
         let xs = self.fixed_buf(|st| &mut st.scratch, 2 * n)?;
         self.kernels.f32_to_bf16(x.ptr, xs, n)?;
         Ok(xs)
