@@ -12,7 +12,8 @@
 #   bench    only the checkpoint and our pp/tg bench
 #   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192, tg128 and 64 concurrent
 #   ncu      Nsight Compute speed-of-light of the batch-1 decode kernels
-#   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start
+#   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
+#            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8")
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
 # Results go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -47,6 +48,7 @@ qwen3)
     t check_logits "$E" check-logits --model /tmp/q8b --reference /tmp/q8b-ref.json --tolerance 0.05
     t roofline python3 tests/device/qwen3_8b.py roofline /tmp/q8b
     t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
+    t bench_ub8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 2 -u 8192
     t hf_decode python3 tests/device/qwen3_8b.py hf-decode /tmp/q8b 32
     ;;
 bench)
@@ -80,17 +82,20 @@ ncu)
     grep -E "^  [a-z_0-9]+|DRAM Throughput|Duration|Compute \(SM\) Throughput" "$OUT/ncu_tg.txt" | head -120 > "$OUT/ncu_summary.txt"
     ;;
 serve)
-    cat > /tmp/q8b.yaml <<YAML
+    # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16).
+    for kv in ${HEARTH_SERVE_KV:-auto}; do
+    cat > /tmp/q8b-serve.yaml <<YAML
 name: qwen3-8b-random
 model: /tmp/q8b
 served_model_name: qwen3-8b
-engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95}
+engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv}
 server: {host: 127.0.0.1, port: 8321}
 YAML
-    s=$(date +%s.%N); "$E" serve --spec /tmp/q8b.yaml > "$OUT/serve_log.txt" 2>&1 & pid=$!
+    echo "== serve, kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
+    s=$(date +%s.%N); "$E" serve --spec /tmp/q8b-serve.yaml > "$OUT/serve_log_$kv.txt" 2>&1 & pid=$!
     until curl -sf localhost:8321/ready > /dev/null; do sleep 0.1; kill -0 $pid 2>/dev/null || break; done
     echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
-    grep -i "phase" "$OUT/serve_log.txt" | tee -a "$OUT/summary.txt"
+    grep -i "phase" "$OUT/serve_log_$kv.txt" | tee -a "$OUT/summary.txt"
     curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"The capital of France is","max_tokens":8}' | tee -a "$OUT/summary.txt"
     # Sampled on the GPU (temperature, top-p): the same seed gives the same text.
     for i in 1 2; do
@@ -99,10 +104,11 @@ YAML
     # The HTTP load generator (hearth bench): one wave of requests per level, 1000-token
     # prompts, 1000 output tokens.
     for c in ${HEARTH_BENCH_LEVELS:-1 8 32 64}; do
-        t "http_c$c" "$B/hearth" bench --url http://127.0.0.1:8321 --concurrency $c --requests $((c > 1 ? c : 2)) --input-len 1000 --output-len 1000 --out "$OUT/http_c$c"
-        grep "^|" "$OUT/http_c$c/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+        t "http_${kv}_c$c" "$B/hearth" bench --url http://127.0.0.1:8321 --concurrency $c --requests $((c > 1 ? c : 2)) --input-len 1000 --output-len 1000 --out "$OUT/http_${kv}_c$c"
+        grep "^|" "$OUT/http_${kv}_c$c/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
     done
     kill $pid; wait $pid
+    done
     ;;
 smollm2)
     if [ -e /tmp/smol.gguf ]; then

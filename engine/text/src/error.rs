@@ -44,9 +44,6 @@ pub enum TextError {
     #[error("invalid GGUF vocabulary: {0}")]
     InvalidVocab(String),
 
-    #[error("token id {id} is outside the vocabulary (size {vocab_size})")]
-    UnknownTokenId { id: u32, vocab_size: usize },
-
     /// The template does not parse or failed while rendering.
     #[error("chat template {name:?}{}: {message}", line_suffix(*.line))]
     Template {

@@ -46,14 +46,12 @@ impl Pieces {
         self.bytes.len()
     }
 
+    /// The bytes of token `id`. Ids past the vocabulary are a model's padding rows (Qwen3's
+    /// embedding has 151,936 rows for 151,669 tokens) that a sampler can still pick, most of
+    /// all on random weights: they stand for no text, as in HF tokenizers' decode, rather than
+    /// failing the request. (/detokenize refuses them itself: there they are the user's input.)
     pub(crate) fn bytes(&self, id: u32) -> Result<&[u8], TextError> {
-        self.bytes
-            .get(id as usize)
-            .map(|b| &b[..])
-            .ok_or(TextError::UnknownTokenId {
-                id,
-                vocab_size: self.bytes.len(),
-            })
+        Ok(self.bytes.get(id as usize).map_or(&[][..], |b| &b[..]))
     }
 
     pub(crate) fn is_special(&self, id: u32) -> bool {
@@ -198,6 +196,10 @@ mod tests {
         assert_eq!(pieces.decode_bytes(&[0, 0], false).expect("ok"), b"Hi Hi");
         assert_eq!(pieces.decode_bytes(&[1, 0], true).expect("ok"), b"Hi");
         assert_eq!(pieces.decode_bytes(&[1, 0], false).expect("ok"), b"<s> Hi");
-        assert!(pieces.decode_bytes(&[7], false).is_err());
+        // A padding id past the vocabulary stands for no text.
+        assert_eq!(
+            pieces.decode_bytes(&[0, 7, 0], false).expect("ok"),
+            b"Hi Hi"
+        );
     }
 }
