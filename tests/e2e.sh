@@ -120,6 +120,37 @@ guided_decoding_with_the_sdks() {
     return $rc
 }
 
+hf_sources_are_downloaded_with_the_hub_client() {
+    local port=18439 hub rc=0 hf
+    hf="$(dirname "$PY")/hf"
+    [ -x "$hf" ] || { echo "no hf client at $hf (tests/fetch_fixtures.sh installs it)"; return 1; }
+    # The tiny Qwen3 fixture with a three-word tokenizer, plus a PyTorch file that must be skipped.
+    mkdir -p "$TMP/hubrepo"
+    cp tests/fixtures/tiny/qwen3/config.json tests/fixtures/tiny/qwen3/model.safetensors "$TMP/hubrepo/"
+    echo '{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+      "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+      "decoder": null, "model": {"type": "WordLevel", "unk_token": "<unk>",
+      "vocab": {"<unk>": 0, "hello": 1, "world": 2}}}' >"$TMP/hubrepo/tokenizer.json"
+    echo "not loaded" >"$TMP/hubrepo/pytorch_model.bin"
+    "$PY" tests/e2e/fake_hub.py $port acme/tiny-qwen3 "$TMP/hubrepo" 2>"$TMP/hub.log" &
+    hub=$!
+    for _ in $(seq 1 50); do curl -s "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+    PATH="$(dirname "$hf"):$PATH" HF_ENDPOINT="http://127.0.0.1:$port" HF_HUB_CACHE="$TMP/hf" \
+        HF_HUB_DISABLE_TELEMETRY=1 "$ENGINE" generate --model hf:acme/tiny-qwen3 \
+        --prompt "hello world" --max-tokens 4 || rc=1
+    kill "$hub"
+    wait "$hub" 2>/dev/null
+    ls "$TMP"/hf/models--acme--tiny-qwen3/snapshots/*/model.safetensors || rc=1
+    if ls "$TMP"/hf/models--acme--tiny-qwen3/snapshots/*/pytorch_model.bin 2>/dev/null; then
+        echo "a PyTorch checkpoint was downloaded"
+        rc=1
+    fi
+    # Cached now: no hub needed (the endpoint is unreachable and no client is on PATH).
+    PATH=/usr/bin:/bin HF_ENDPOINT="http://127.0.0.1:1" HF_HUB_CACHE="$TMP/hf" "$ENGINE" generate \
+        --model hf:acme/tiny-qwen3 --prompt "hello" --max-tokens 2 || rc=1
+    return $rc
+}
+
 check "every spec in specs/ passes check-spec" every_spec_passes_check_spec
 check "a bad spec names the key, the value and the allowed values" bad_spec_names_key_value_and_allowed
 check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
@@ -128,6 +159,7 @@ check "seed specs we cannot run yet fail at once, saying what is supported" seed
 check "bench reports pp and tg" bench_reports_prefill_and_decode
 check "the official OpenAI and Anthropic SDKs against hearth-engine serve; load with disconnects; promtool on /metrics" openai_sdk_against_serve
 check "guided decoding through the SDKs: json_schema validates, forced tool calls parse" guided_decoding_with_the_sdks
+check "hf: sources are downloaded into the Hugging Face cache by the hub's own client (fake hub), then run from the cache" hf_sources_are_downloaded_with_the_hub_client
 
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -20,13 +20,15 @@ if [ ! -f "$LCP/ggml-vocab-llama-bpe.gguf.out" ]; then
     tar xzf "$DL/llama_cpp_python-0.3.36.tar.gz" -C "$DL/lcp" \
         llama_cpp_python-0.3.36/vendor/llama.cpp/models
 fi
-# The official client SDKs the end-to-end tests drive the server with, in their own venv, and
-# jsonschema, the oracle of the guided-decoding checks.
+# The official client SDKs the end-to-end tests drive the server with, in their own venv,
+# jsonschema, the oracle of the guided-decoding checks, and huggingface_hub, whose `hf` client
+# downloads `hf:` model sources (tested against tests/e2e/fake_hub.py).
 VENV="$CACHE/venv-e2e"
-if ! "$VENV/bin/python" -c "import openai, anthropic, httpx, jsonschema" 2>/dev/null; then
-    echo "installing the openai and anthropic SDKs and jsonschema into $VENV"
+if ! "$VENV/bin/python" -c "import openai, anthropic, httpx, jsonschema, huggingface_hub" 2>/dev/null; then
+    echo "installing the openai and anthropic SDKs, jsonschema and huggingface_hub into $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet openai anthropic httpx jsonschema
+    "$VENV/bin/python" -m pip install --quiet openai anthropic httpx jsonschema \
+        huggingface_hub==2.4.0
 fi
 # promtool (Debian's prometheus package, unpacked, not installed: no daemon is started) to
 # validate the /metrics exposition.

