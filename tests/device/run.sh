@@ -112,6 +112,11 @@ YAML
     ;;
 smollm2)
     if [ -e /tmp/smol.gguf ]; then
+        # Against transformers' golden greedy tokens (tests/fixtures/smollm2/golden.json).
+        HEARTH_TEST_CUDA=1 HEARTH_SMOLLM2_GGUF=/tmp/smol.gguf t smol_golden "$B/smollm2_golden" --nocapture
+        # compute-sanitizer over a short generate run (3 prompts batched: prefill past the GEMV
+        # rows, decode graphs, tensor-core attention).
+        t memcheck_generate compute-sanitizer --tool memcheck --error-exitcode 9 "$E" generate --model /tmp/smol.gguf --device cuda --max-tokens 16 -p "What is the capital of France?" -p "Write a haiku about the sea." -p "List three prime numbers."
         for d in cpu cuda; do
             t "smol_$d" "$E" generate --model /tmp/smol.gguf --device $d --max-tokens 48 -p "What is the capital of France?" -p "Write a haiku about the sea." -p "List three prime numbers."
         done
