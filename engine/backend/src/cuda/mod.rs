@@ -1,8 +1,9 @@
-//! The CUDA backend: bf16 weights in device memory, f32 activations in a per-step arena, a bf16
-//! paged KV cache, our kernels (hearth-kernels' fatbin, loaded once) for every op but the large
-//! GEMMs, which go to cuBLASLt. Libraries are loaded at run time (cudarc dynamic loading), so
-//! the same binary runs on machines without a GPU; `CudaBackend::probe` says whether one is
-//! usable.
+//! The CUDA backend: bf16 weights in device memory (`weights`), activations in a per-step arena
+//! (`buffers`, `arena`), a bf16 or fp8 paged KV cache, our kernels (hearth-kernels' fatbin,
+//! loaded once; launchers in `kernels`) for every op but the large GEMMs, which go to cuBLASLt
+//! (`gemm`, with its fixed buffers in `scratch`). Libraries are loaded at run time (cudarc
+//! dynamic loading), so the same binary runs on machines without a GPU; `CudaBackend::probe`
+//! says whether one is usable.
 //!
 //! Row kinds: rows of a `linear` with at most `GEMV_MAX_ROWS` rows take the GEMV kernels, whose
 //! per-row arithmetic does not depend on the row count; larger batches take cuBLASLt.
@@ -11,11 +12,14 @@
 //! HEARTH_CUDA_GRAPHS=0 turns them off.
 
 mod arena;
+mod buffers;
 mod gemm;
 mod graph;
 mod kernels;
+mod scratch;
 mod step;
 mod upload;
+mod weights;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,124 +27,20 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
-use half::{bf16, f16};
+use half::bf16;
 
-use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, KvDtype, RopeSpec, RopeWrite};
-use crate::{BackendError, GgmlType, HostWeight, WeightData};
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec, RopeWrite};
+use crate::{BackendError, HostWeight};
 use arena::Arena;
+use buffers::matmul_input_bf16;
+pub use buffers::{CudaBuf, CudaKvCache};
 use gemm::Gemm;
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
 use kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, GEMV_MAX_ROWS};
 pub use step::CudaStep;
-
-/// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
-pub enum CudaWeight {
-    Matrix {
-        /// The allocation holding the bf16 values (row-major) at `ptr`: the matrix's own, or
-        /// one shared with the rest of its `upload_group`, back to back.
-        _data: Arc<CudaSlice<u8>>,
-        ptr: u64,
-        rows: usize,
-        cols: usize,
-    },
-    Vector {
-        data: CudaSlice<f32>,
-        ptr: u64,
-    },
-}
-
-impl CudaWeight {
-    fn ptr(&self) -> u64 {
-        match self {
-            CudaWeight::Matrix { ptr, .. } | CudaWeight::Vector { ptr, .. } => *ptr,
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            CudaWeight::Matrix { rows, cols, .. } => rows * cols,
-            CudaWeight::Vector { data, .. } => data.len(),
-        }
-    }
-
-    /// (address, rows, cols) of a matrix.
-    fn matrix(&self) -> Option<(u64, usize, usize)> {
-        match *self {
-            CudaWeight::Matrix {
-                ptr, rows, cols, ..
-            } => Some((ptr, rows, cols)),
-            CudaWeight::Vector { .. } => None,
-        }
-    }
-}
-
-/// Whether `ws` are matrices of one width stored back to back (an `upload_group`): then they
-/// are one matrix of their summed heights at the first one's address.
-fn contiguous(ws: &[&CudaWeight]) -> Option<(u64, usize, usize)> {
-    let (ptr, mut rows, cols) = ws.first()?.matrix()?;
-    for w in &ws[1..] {
-        let (p, r, c) = w.matrix()?;
-        if c != cols || p != ptr + (rows * cols * 2) as u64 {
-            return None;
-        }
-        rows += r;
-    }
-    Some((ptr, rows, cols))
-}
-
-/// An activation buffer in the step arena (see `arena`), valid until the next step: f32, or
-/// bf16 where it only feeds cuBLASLt matmuls (the output of a norm or a SiLU product over more
-/// than GEMV_MAX_ROWS rows), which saves the matmul a conversion pass. `to_host` gives f32
-/// either way.
-#[derive(Debug, Clone, Copy)]
-pub struct CudaBuf {
-    ptr: u64,
-    /// Values.
-    len: usize,
-    /// Bytes.
-    cap: usize,
-    bf16: bool,
-}
-
-impl CudaBuf {
-    /// Panics when a kernel that reads f32 is handed a bf16 buffer.
-    fn f32(&self, op: &str) -> u64 {
-        assert!(
-            !self.bf16,
-            "{op}: takes an f32 activation buffer, got a bf16 one"
-        );
-        self.ptr
-    }
-}
-
-/// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
-/// cuBLASLt path's input type; the GEMV kernels read f32).
-fn matmul_input_bf16(rows: usize) -> bool {
-    rows > GEMV_MAX_ROWS
-}
-
-/// The paged KV cache (bf16 or fp8 e4m3 elements), all layers in one K and one V allocation.
-pub struct CudaKvCache {
-    spec: KvCacheSpec,
-    _k: CudaSlice<u8>,
-    _v: CudaSlice<u8>,
-    k: u64,
-    v: u64,
-}
-
-impl CudaKvCache {
-    fn layer(&self, layer: usize) -> (u64, u64) {
-        let s = &self.spec;
-        let elems = s.num_blocks * s.block_size * s.num_kv_heads * s.head_dim;
-        let off = (layer * elems * s.dtype.bytes()) as u64;
-        (self.k + off, self.v + off)
-    }
-
-    fn fp8(&self) -> bool {
-        self.spec.dtype == KvDtype::Fp8E4m3
-    }
-}
+use weights::contiguous;
+pub use weights::CudaWeight;
 
 /// What the backend mutates while running ops on its one stream.
 struct State {
@@ -393,92 +293,6 @@ impl CudaBackend {
             cap: len * 4,
             bf16: false,
         }
-    }
-
-    /// A matrix's values as bf16 bytes: borrowed from a bf16 checkpoint, converted otherwise.
-    fn bf16_bytes(w: &HostWeight) -> Result<std::borrow::Cow<'_, [u8]>, BackendError> {
-        let (rows, cols) = (w.rows(), w.cols());
-        let bf = |x: f32| bf16::from_f32(x).to_le_bytes();
-        let bytes: std::borrow::Cow<'_, [u8]> = match &w.data {
-            WeightData::Ggml {
-                ty: GgmlType::BF16,
-                bytes,
-            } => std::borrow::Cow::Borrowed(&bytes[..]),
-            WeightData::F32(v) => v.iter().flat_map(|x| bf(*x)).collect(),
-            WeightData::Ggml {
-                ty: GgmlType::F16,
-                bytes,
-            } => bytes
-                .chunks_exact(2)
-                .flat_map(|b| bf(f16::from_le_bytes([b[0], b[1]]).to_f32()))
-                .collect(),
-            WeightData::Ggml { ty, bytes } => {
-                let mut row = vec![0f32; cols];
-                let row_bytes = ty.bytes_for(cols);
-                let mut out = Vec::with_capacity(rows * cols * 2);
-                for r in bytes.chunks_exact(row_bytes) {
-                    crate::quant::dequantize_row(*ty, r, &mut row);
-                    out.extend(row.iter().flat_map(|x| bf(*x)));
-                }
-                out.into()
-            }
-        };
-        if bytes.len() != rows * cols * 2 {
-            return Err(BackendError::Weight {
-                name: w.name.clone(),
-                message: format!("{} values for shape {:?}", bytes.len() / 2, w.shape),
-            });
-        }
-        Ok(bytes)
-    }
-
-    /// Matrices uploaded back to back into one allocation (bf16 checkpoints are read in place
-    /// from their mmap; everything else is converted first).
-    fn upload_matrices(&self, ws: &[HostWeight]) -> Result<Vec<CudaWeight>, BackendError> {
-        let total: usize = ws.iter().map(|w| w.rows() * w.cols() * 2).sum();
-        // SAFETY: every byte is written by the copies below before anything reads it.
-        let data = Arc::new(unsafe { self.stream.alloc::<u8>(total) }?);
-        let base = self.dptr(&data);
-        let mut at = 0;
-        let mut out = Vec::with_capacity(ws.len());
-        for w in ws {
-            let bytes = Self::bf16_bytes(w)?;
-            let ptr = base + at as u64;
-            self.copy_to_device(ptr, &bytes)?;
-            at += bytes.len();
-            out.push(CudaWeight::Matrix {
-                _data: data.clone(),
-                ptr,
-                rows: w.rows(),
-                cols: w.cols(),
-            });
-        }
-        Ok(out)
-    }
-
-    /// Copies `bytes` to device address `dst` through the pinned staging buffers.
-    fn copy_to_device(&self, dst: u64, bytes: &[u8]) -> Result<(), BackendError> {
-        let mut st = self.state();
-        if st.uploader.is_none() {
-            st.uploader = Some(upload::Uploader::new(&self.ctx)?);
-        }
-        let up = st.uploader.as_mut().expect("the uploader was just made");
-        up.copy(&self.stream, dst, bytes)
-    }
-
-    fn upload_vector(&self, w: &HostWeight) -> Result<CudaWeight, BackendError> {
-        let n = w.cols();
-        let v = match &w.data {
-            WeightData::F32(v) => v.clone(),
-            WeightData::Ggml { ty, bytes } => {
-                let mut v = vec![0f32; n];
-                crate::quant::dequantize_row(*ty, bytes, &mut v);
-                v
-            }
-        };
-        let data = self.stream.clone_htod(&v)?;
-        let ptr = self.dptr(&data);
-        Ok(CudaWeight::Vector { data, ptr })
     }
 
     /// An activation buffer holding `values`, valid until the next step (tests and tools; the
@@ -1048,66 +862,5 @@ impl Backend for CudaBackend {
             (x.bf16, out.bf16),
         );
         self.finish("gather_rows", t0, r);
-    }
-}
-
-impl CudaBackend {
-    /// cuBLASLt path: x (converted to bf16 in the scratch buffer unless it is bf16 already),
-    /// then one GEMM into `out`.
-    fn gemm(
-        &self,
-        w: u64,
-        x: &CudaBuf,
-        out: u64,
-        (m, n, k): (usize, usize, usize),
-    ) -> Result<u64, BackendError> {
-        let xs = self.bf16_copy(x, m * k)?;
-        if !self.kernels.skipping() {
-            self.state().gemm.run(w, xs, out, (m, n, k))?;
-        }
-        Ok(out)
-    }
-
-    /// The fused scratch, holding at least `floats` f32 (its address).
-    fn fused_buf(&self, floats: usize) -> Result<u64, BackendError> {
-        self.fixed_buf(|st| &mut st.fused, floats * 4)
-    }
-
-    /// The address of the first `n` values of x as bf16: x's own when it is bf16, else a copy
-    /// in the scratch buffer.
-    fn bf16_copy(&self, x: &CudaBuf, n: usize) -> Result<u64, BackendError> {
-        if x.bf16 {
-            return Ok(x.ptr);
-        }
-        let xs = self.fixed_buf(|st| &mut st.scratch, 2 * n)?;
-        self.kernels.f32_to_bf16(x.ptr, xs, n)?;
-        Ok(xs)
-    }
-
-    /// A fixed device buffer of State of at least `bytes`, grown (moving it, so graphs are
-    /// captured again) when too small.
-    fn fixed_buf(
-        &self,
-        which: impl Fn(&mut State) -> &mut Option<(CudaSlice<u8>, u64)>,
-        bytes: usize,
-    ) -> Result<u64, BackendError> {
-        let mut st = self.state();
-        if let Some((b, p)) = which(&mut st) {
-            if b.len() >= bytes {
-                return Ok(*p);
-            }
-        }
-        // SAFETY: fixed buffers are written by the kernels that use them before being read.
-        let b = unsafe { self.stream.alloc::<u8>(bytes.max(256).next_power_of_two()) }?;
-        let p = self.dptr(&b);
-        *which(&mut st) = Some((b, p));
-        st.moves += 1;
-        Ok(p)
-    }
-
-    /// The decode attention split buffer, grown (moving it) when a layout needs more.
-    fn attn_parts(&self, shape: AttnShape) -> Result<u64, BackendError> {
-        let need = Kernels::decode_parts_bytes(shape.n_heads, shape.head_dim);
-        self.fixed_buf(|st| &mut st.attn_parts, need)
     }
 }

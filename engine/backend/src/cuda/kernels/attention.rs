@@ -1,0 +1,328 @@
+//! Launchers of the attention kernels: decode rows and short chunks (the tensor-core kernel of
+//! attention_decode_tc.cu, the CUDA-core one of attention_decode.cu for other head layouts, and
+//! the merge of their splits), and prefill tiles (tensor-core, attention_prefill.cu, or the
+//! CUDA-core tiled kernel of attention.cu).
+
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+
+use super::{cfg, Kernels};
+use crate::BackendError;
+
+/// Splits per row the decode attention kernel may use (DEC_MAX_SPLITS in attention_decode.cu).
+pub const DECODE_MAX_SPLITS: usize = 32;
+/// Rows per decode attention launch: its split buffer is sized for this many rows.
+pub const DECODE_CHUNK_ROWS: usize = 64;
+/// Lanes per key the decode attention kernel comes in (`attn_decode_LPK_HB`).
+pub(super) const DECODE_LANES_PER_KEY: [usize; 3] = [8, 16, 32];
+/// Query heads per block it comes in.
+pub(super) const DECODE_HEADS_PER_BLOCK: [usize; 3] = [1, 2, 4];
+/// Keys per split at least, of the CUDA-core and the tensor-core decode kernels
+/// (DEC_SPLIT_MIN, DTC_SPLIT_MIN).
+pub(super) const DECODE_SPLIT_MIN: i32 = 64;
+pub(super) const DECODE_TC_SPLIT_MIN: i32 = 128;
+/// Warps per block and keys per warp tile of the tensor-core decode kernel (DTC_WARPS, DTC_BK).
+pub(super) const DECODE_TC_WARPS: usize = 4;
+pub(super) const DECODE_TC_BK: usize = 16;
+
+impl Kernels {
+    /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
+    /// two stages of K and V tiles (bf16 rows padded by 8, or fp8 rows) plus, for fp8, one
+    /// widened f16 tile pair; at least the warps' merge area.
+    pub(super) fn decode_tc_smem(hd: usize, fp8: bool) -> usize {
+        let row = (hd + 8) * 2;
+        let stage = if fp8 {
+            2 * DECODE_TC_BK * hd
+        } else {
+            2 * DECODE_TC_BK * row
+        };
+        let wide = if fp8 { 2 * DECODE_TC_BK * row } else { 0 };
+        let merge = DECODE_TC_WARPS * 16 * (hd + 2) * 4;
+        (DECODE_TC_WARPS * (2 * stage + wide)).max(merge)
+    }
+
+    /// Whether the tensor-core decode kernel handles this head layout (GQA groups of up to 16
+    /// query heads, head_dim 64 or 128).
+    pub fn decode_tc_supports(n_heads: usize, n_kv_heads: usize, head_dim: usize) -> bool {
+        n_kv_heads > 0
+            && n_heads.is_multiple_of(n_kv_heads)
+            && n_heads / n_kv_heads <= 16
+            && (head_dim == 64 || head_dim == 128)
+    }
+
+    /// Whether the decode attention kernel handles this head size.
+    pub fn decode_attention_supports(head_dim: usize) -> bool {
+        head_dim.is_multiple_of(8) && head_dim <= 256
+    }
+
+    /// Causal paged attention of `n_rows` single rows listed at `rows` (decode rows and short
+    /// chunks), in launches of DECODE_CHUNK_ROWS rows; `parts` is the split buffer: (max, sum)
+    /// pairs then partial outputs, sized by `decode_parts_bytes`.
+    pub fn attention_decode(
+        &self,
+        a: &AttnLaunch,
+        rows: u64,
+        n_rows: usize,
+        parts: u64,
+    ) -> Result<(), BackendError> {
+        if Self::decode_tc_supports(a.n_heads, a.n_kv_heads, a.head_dim) {
+            return self.attention_decode_tc(a, rows, n_rows, parts);
+        }
+        assert!(
+            Self::decode_attention_supports(a.head_dim),
+            "decode attention: head_dim {}",
+            a.head_dim
+        );
+        let group = a.n_heads / a.n_kv_heads;
+        let hi = match group {
+            g if g.is_multiple_of(4) => 2,
+            g if g.is_multiple_of(2) => 1,
+            _ => 0,
+        };
+        let heads_per_block = DECODE_HEADS_PER_BLOCK[hi];
+        let li = DECODE_LANES_PER_KEY
+            .iter()
+            .position(|l| 8 * l >= a.head_dim)
+            .expect("head_dim <= 256 was checked");
+        let [nh, nkv, hd, bs] = a.layout();
+        let ml = parts;
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
+            let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
+            let rows = rows + 4 * start as u64;
+            let c = LaunchConfig {
+                grid_dim: (
+                    n,
+                    (a.n_heads / heads_per_block) as u32,
+                    DECODE_MAX_SPLITS as u32,
+                ),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            launch!(
+                @fn self,
+                &self.attn_decode[usize::from(a.fp8)][li * 3 + hi],
+                c,
+                a.q,
+                a.k_cache,
+                a.v_cache,
+                a.out,
+                ml,
+                acc,
+                rows,
+                a.tok_seq,
+                a.seq_info,
+                a.block_tables,
+                nh,
+                nkv,
+                hd,
+                bs,
+                a.scale
+            )?;
+            self.decode_merge(a, (rows, n), parts, DECODE_SPLIT_MIN)?;
+        }
+        Ok(())
+    }
+
+    /// `attention_decode` on the tensor cores (attention_decode_tc.cu).
+    fn attention_decode_tc(
+        &self,
+        a: &AttnLaunch,
+        rows: u64,
+        n_rows: usize,
+        parts: u64,
+    ) -> Result<(), BackendError> {
+        let [nh, nkv, _, bs] = a.layout();
+        let ml = parts;
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        let f = &self.attn_decode_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
+            let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
+            let rows = rows + 4 * start as u64;
+            let c = LaunchConfig {
+                grid_dim: (n, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
+                block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
+                shared_mem_bytes: Self::decode_tc_smem(a.head_dim, a.fp8) as u32,
+            };
+            launch!(
+                @fn self,
+                f,
+                c,
+                a.q,
+                a.k_cache,
+                a.v_cache,
+                a.out,
+                ml,
+                acc,
+                rows,
+                a.tok_seq,
+                a.seq_info,
+                a.block_tables,
+                nh,
+                nkv,
+                bs,
+                a.scale
+            )?;
+            self.decode_merge(a, (rows, n), parts, DECODE_TC_SPLIT_MIN)?;
+        }
+        Ok(())
+    }
+
+    /// Merges the splits of `n` launch rows at `rows` (attn_decode_merge).
+    fn decode_merge(
+        &self,
+        a: &AttnLaunch,
+        (rows, n): (u64, u32),
+        parts: u64,
+        split_min: i32,
+    ) -> Result<(), BackendError> {
+        let [nh, _, hd, _] = a.layout();
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        launch!(
+            self,
+            attn_decode_merge,
+            cfg((n, a.n_heads as u32), 128),
+            parts,
+            acc,
+            a.out,
+            rows,
+            a.tok_seq,
+            a.seq_info,
+            nh,
+            hd,
+            split_min
+        )
+    }
+
+    fn decode_ml_bytes(n_heads: usize) -> usize {
+        (DECODE_CHUNK_ROWS * n_heads * DECODE_MAX_SPLITS * 8).div_ceil(256) * 256
+    }
+
+    /// Bytes of the split buffer `attention_decode` needs for this head layout.
+    pub fn decode_parts_bytes(n_heads: usize, head_dim: usize) -> usize {
+        Self::decode_ml_bytes(n_heads)
+            + DECODE_CHUNK_ROWS * n_heads * DECODE_MAX_SPLITS * head_dim * 4
+    }
+
+    /// Whether the tensor-core prefill kernel handles this head size.
+    pub fn tc_attention_supports(head_dim: usize) -> bool {
+        head_dim == 64 || head_dim == 128
+    }
+
+    /// Causal paged attention of 64-row query tiles on the tensor cores (attention_prefill.cu).
+    pub fn attention_tiles_tc(
+        &self,
+        a: &AttnLaunch,
+        tiles: u64,
+        n_tiles: usize,
+    ) -> Result<(), BackendError> {
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        assert!(
+            Self::tc_attention_supports(a.head_dim),
+            "tensor-core attention: head_dim {}",
+            a.head_dim
+        );
+        let [nh, nkv, _, bs] = a.layout();
+        let f = &self.attn_prefill_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        launch!(
+            @fn self,
+            f,
+            cfg((n_tiles as u32, a.n_heads as u32), 128),
+            a.q,
+            a.k_cache,
+            a.v_cache,
+            a.out,
+            tiles,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            nkv,
+            bs,
+            a.scale
+        )
+    }
+
+    /// Whether the tiled prefill kernel handles this head size.
+    pub fn tiled_attention_supports(head_dim: usize) -> bool {
+        head_dim.is_multiple_of(16) && head_dim <= 128
+    }
+
+    /// Causal paged attention of 64-row query tiles (see attention_prefill in attention.cu).
+    pub fn attention_tiles(
+        &self,
+        a: &AttnLaunch,
+        tiles: u64,
+        n_tiles: usize,
+    ) -> Result<(), BackendError> {
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        assert!(
+            Self::tiled_attention_supports(a.head_dim),
+            "tiled attention: head_dim {}",
+            a.head_dim
+        );
+        let [nh, nkv, hd, bs] = a.layout();
+        launch!(
+            self,
+            attention_prefill,
+            cfg((n_tiles as u32, a.n_heads as u32), 128),
+            a.q,
+            a.k_cache,
+            a.v_cache,
+            a.out,
+            tiles,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            nkv,
+            hd,
+            bs,
+            a.scale
+        )
+    }
+}
+
+/// The decode attention kernels of one cache type, in `attn_decode` order.
+pub(super) fn decode_variants(
+    f: &dyn Fn(&str) -> Result<CudaFunction, BackendError>,
+    prefix: &str,
+) -> Result<Vec<CudaFunction>, BackendError> {
+    DECODE_LANES_PER_KEY
+        .iter()
+        .flat_map(|l| DECODE_HEADS_PER_BLOCK.map(|h| (*l, h)))
+        .map(|(l, h)| f(&format!("{prefix}_{l}_{h}")))
+        .collect()
+}
+
+impl AttnLaunch {
+    /// (n_heads, n_kv_heads, head_dim, block_size) as the kernels take them.
+    fn layout(&self) -> [i32; 4] {
+        [
+            self.n_heads,
+            self.n_kv_heads,
+            self.head_dim,
+            self.block_size,
+        ]
+        .map(|v| v as i32)
+    }
+}
+
+/// Everything one attention launch reads.
+pub struct AttnLaunch {
+    pub q: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub out: u64,
+    pub tok_seq: u64,
+    pub seq_info: u64,
+    pub block_tables: u64,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub block_size: usize,
+    pub scale: f32,
+    /// fp8 e4m3 caches (else bf16).
+    pub fp8: bool,
+}

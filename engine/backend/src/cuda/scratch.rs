@@ -1,0 +1,72 @@
+//! The matmul path's fixed device buffers: the bf16 copy of a cuBLASLt matmul's f32 input, a
+//! fused matmul's output before it is split, and the decode attention's split buffer. Each is
+//! grown (moving it, which makes the decode graphs be captured again) when a step needs more;
+//! the memory plan reserves them up front so that serving never allocates.
+
+use cudarc::driver::CudaSlice;
+
+use super::kernels::Kernels;
+use super::{CudaBackend, CudaBuf, State};
+use crate::ops::AttnShape;
+use crate::BackendError;
+
+impl CudaBackend {
+    /// cuBLASLt path: x (converted to bf16 in the scratch buffer unless it is bf16 already),
+    /// then one GEMM into `out`.
+    pub(super) fn gemm(
+        &self,
+        w: u64,
+        x: &CudaBuf,
+        out: u64,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<u64, BackendError> {
+        let xs = self.bf16_copy(x, m * k)?;
+        if !self.kernels.skipping() {
+            self.state().gemm.run(w, xs, out, (m, n, k))?;
+        }
+        Ok(out)
+    }
+
+    /// The fused scratch, holding at least `floats` f32 (its address).
+    pub(super) fn fused_buf(&self, floats: usize) -> Result<u64, BackendError> {
+        self.fixed_buf(|st| &mut st.fused, floats * 4)
+    }
+
+    /// The address of the first `n` values of x as bf16: x's own when it is bf16, else a copy
+    /// in the scratch buffer.
+    pub(super) fn bf16_copy(&self, x: &CudaBuf, n: usize) -> Result<u64, BackendError> {
+        if x.bf16 {
+            return Ok(x.ptr);
+        }
+        let xs = self.fixed_buf(|st| &mut st.scratch, 2 * n)?;
+        self.kernels.f32_to_bf16(x.ptr, xs, n)?;
+        Ok(xs)
+    }
+
+    /// A fixed device buffer of State of at least `bytes`, grown (moving it, so graphs are
+    /// captured again) when too small.
+    pub(super) fn fixed_buf(
+        &self,
+        which: impl Fn(&mut State) -> &mut Option<(CudaSlice<u8>, u64)>,
+        bytes: usize,
+    ) -> Result<u64, BackendError> {
+        let mut st = self.state();
+        if let Some((b, p)) = which(&mut st) {
+            if b.len() >= bytes {
+                return Ok(*p);
+            }
+        }
+        // SAFETY: fixed buffers are written by the kernels that use them before being read.
+        let b = unsafe { self.stream.alloc::<u8>(bytes.max(256).next_power_of_two()) }?;
+        let p = self.dptr(&b);
+        *which(&mut st) = Some((b, p));
+        st.moves += 1;
+        Ok(p)
+    }
+
+    /// The decode attention split buffer, grown (moving it) when a layout needs more.
+    pub(super) fn attn_parts(&self, shape: AttnShape) -> Result<u64, BackendError> {
+        let need = Kernels::decode_parts_bytes(shape.n_heads, shape.head_dim);
+        self.fixed_buf(|st| &mut st.attn_parts, need)
+    }
+}
