@@ -49,14 +49,14 @@ default_spec_answers_paris() {
 }
 
 unsupported_architecture_fails_fast() {
-    mkdir -p "$TMP/glm"
-    printf '{"architectures":["Glm4MoeForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":8}' >"$TMP/glm/config.json"
-    : >"$TMP/glm/model.safetensors"
+    mkdir -p "$TMP/mixtral"
+    printf '{"architectures":["MixtralForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":8}' >"$TMP/mixtral/config.json"
+    : >"$TMP/mixtral/model.safetensors"
     local rc=0
-    "$ENGINE" generate --model "$TMP/glm" --prompt hi >"$TMP/glm.out" 2>&1 || rc=$?
-    cat "$TMP/glm.out"
-    [ "$rc" -eq 1 ] && grep -q "Glm4MoeForCausalLM" "$TMP/glm.out" &&
-        grep -q "LlamaForCausalLM" "$TMP/glm.out" && ! grep -q "panicked" "$TMP/glm.out"
+    "$ENGINE" generate --model "$TMP/mixtral" --prompt hi >"$TMP/mixtral.out" 2>&1 || rc=$?
+    cat "$TMP/mixtral.out"
+    [ "$rc" -eq 1 ] && grep -q "MixtralForCausalLM" "$TMP/mixtral.out" &&
+        grep -q "LlamaForCausalLM" "$TMP/mixtral.out" && ! grep -q "panicked" "$TMP/mixtral.out"
 }
 
 seed_specs_fail_fast_with_what_is_supported() {

@@ -9,7 +9,7 @@ rm -rf devbin && mkdir -p devbin/qwen3-tokenizer
 pack() { strip -o "devbin/$1" "$2" && xz -T2 -6 -f "devbin/$1"; }
 pack hearth-engine target/release/hearth-engine
 pack hearth target/release/hearth
-for t in cuda_ops hf_reference cuda_kernels smollm2_golden; do
+for t in cuda_ops cuda_moe_mla hf_reference cuda_kernels smollm2_golden; do
     pack "$t" "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)"
 done
 TOK=${QWEN3_TOKENIZER:-../shared/tokenizers/qwen3}

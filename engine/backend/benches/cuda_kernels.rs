@@ -252,6 +252,7 @@ mod bench {
             num_kv_heads: N_KV,
             head_dim: HD,
             dtype,
+            latent: false,
         })
         .unwrap()
     }

@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod cuda;
 mod dtype;
 mod error;
+mod moe;
 mod ops;
 pub mod quant;
 pub mod sample;
@@ -16,9 +17,10 @@ pub use cpu::CpuBackend;
 pub use cuda::CudaBackend;
 pub use dtype::{DType, GgmlType};
 pub use error::BackendError;
+pub use moe::{route, MoeRouting, MoeScoring, Route};
 pub use ops::{
     argmax, AttnMetadata, AttnShape, Backend, ForwardBatch, KvCacheSpec, KvDtype,
-    Llama3RopeScaling, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
+    Llama3RopeScaling, MlaShape, MoeLayer, RopeSpec, RopeWrite, SeqAttn, YarnScaling, NO_SLOT,
 };
 pub use sample::SampleRow;
 pub use weight::{HostBytes, HostWeight, WeightData};

@@ -58,6 +58,68 @@ impl RopeSpec {
     }
 }
 
+/// YaRN frequency scaling (DeepSeek-V3, GLM-4.7-Flash), as transformers computes it: each
+/// frequency blends interpolation (divided by `factor`) and extrapolation along a ramp between
+/// the dimensions that make `beta_fast` and `beta_slow` rotations over the original context.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct YarnScaling {
+    pub factor: f32,
+    pub original_max_position_embeddings: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// Round the ramp's ends outwards to whole dimensions (transformers' default).
+    pub truncate: bool,
+}
+
+impl RopeSpec {
+    /// A rotary embedding with YaRN-scaled frequencies.
+    pub fn yarn(
+        theta: f32,
+        head_dim: usize,
+        rotary_dim: usize,
+        neox: bool,
+        y: YarnScaling,
+    ) -> Self {
+        let dim = rotary_dim as f64;
+        let base = theta as f64;
+        let correction = |rotations: f64| {
+            dim * (y.original_max_position_embeddings as f64
+                / (rotations * 2.0 * std::f64::consts::PI))
+                .ln()
+                / (2.0 * base.ln())
+        };
+        let (mut low, mut high) = (
+            correction(y.beta_fast as f64),
+            correction(y.beta_slow as f64),
+        );
+        if y.truncate {
+            (low, high) = (low.floor(), high.ceil());
+        }
+        let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+        if low == high {
+            high += 0.001;
+        }
+        let inv_freq = (0..rotary_dim / 2)
+            .map(|i| {
+                let pos_freq = base.powf(2.0 * i as f64 / dim);
+                let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+                let extrapolate = 1.0 - ramp;
+                let f = (1.0 / (y.factor as f64 * pos_freq)) * (1.0 - extrapolate)
+                    + (1.0 / pos_freq) * extrapolate;
+                f as f32
+            })
+            .collect();
+        RopeSpec {
+            theta,
+            head_dim,
+            rotary_dim,
+            neox,
+            llama3_scaling: None,
+            inv_freq,
+        }
+    }
+}
+
 fn llama3_scale(freq: f32, s: Llama3RopeScaling) -> f32 {
     let low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
     let high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
@@ -108,12 +170,17 @@ pub struct KvCacheSpec {
     pub num_kv_heads: usize,
     pub head_dim: usize,
     pub dtype: KvDtype,
+    /// MLA's latent cache: one row per token (the compressed KV and the rotary key, written by
+    /// `write_latent`, read by `mla_attention`), no separate values.
+    pub latent: bool,
 }
 
 impl KvCacheSpec {
-    /// Bytes one token takes across all layers (K and V, f32 on the CPU backend).
+    /// Bytes one token takes across all layers (K and V, or the latent row; f32 on the CPU
+    /// backend).
     pub fn bytes_per_token(&self, elem_bytes: usize) -> usize {
-        2 * self.num_layers * self.num_kv_heads * self.head_dim * elem_bytes
+        let tensors = if self.latent { 1 } else { 2 };
+        tensors * self.num_layers * self.num_kv_heads * self.head_dim * elem_bytes
     }
 
     /// The same cache with elements of `dtype`.
@@ -211,6 +278,30 @@ pub struct AttnShape {
     pub n_kv_heads: usize,
     pub head_dim: usize,
     pub scale: f32,
+}
+
+/// Multi-head latent attention (DeepSeek-V3's MLA) in its absorbed form: every head attends
+/// over the one latent row per token, `[kv_lora_rank | rope_dim]`; queries come as the
+/// latent-space part (`q_nope` times the absorbed key projection) and the rotary part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MlaShape {
+    pub n_heads: usize,
+    pub kv_lora_rank: usize,
+    pub rope_dim: usize,
+    pub scale: f32,
+}
+
+/// One MoE layer's weights, as `moe` reads them.
+pub struct MoeLayer<'a, W> {
+    pub routing: &'a crate::MoeRouting,
+    /// `[n_experts, hidden]`.
+    pub router: &'a W,
+    /// Per-expert selection bias of sigmoid routers (`e_score_correction_bias`).
+    pub score_bias: Option<&'a W>,
+    /// Each routed expert's gate, up and down projections.
+    pub experts: &'a [[W; 3]],
+    /// The shared expert (always on, unweighted), when the architecture has one.
+    pub shared: Option<&'a [W; 3]>,
 }
 
 /// What `rope_write_kv` needs besides the tensors: one layer's q/k norms and head layout.
@@ -368,6 +459,49 @@ pub trait Backend: Send + Sync {
         layer: usize,
         q: &Self::Buf,
         shape: AttnShape,
+        step: &Self::Step,
+        out: &mut Self::Buf,
+    );
+    /// A mixture-of-experts FFN: routes each row of `x` (`MoeRouting`), and writes the
+    /// weighted sum of its experts' SwiGLU outputs plus the shared expert's into `out`.
+    fn moe(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        layer: &MoeLayer<'_, Self::Weight>,
+        out: &mut Self::Buf,
+    );
+    /// One matrix per head: `w` is `n_heads` matrices of `[n, k]` stacked (`[n_heads * n, k]`);
+    /// `out[r, h*n..(h+1)*n] = x[r, h*k..(h+1)*k] . w_h^T` (MLA's absorbed projections).
+    fn linear_heads(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        w: &Self::Weight,
+        n_heads: usize,
+        out: &mut Self::Buf,
+    );
+    /// MLA: writes each token's latent row `[latent | k_rope]` into a latent cache.
+    fn write_latent(
+        &self,
+        cache: &mut Self::KvCache,
+        layer: usize,
+        latent: &Self::Buf,
+        k_rope: &Self::Buf,
+        step: &Self::Step,
+    );
+    /// Causal MLA over the latent cache: per head, score = scale * (q_latent . c + q_rope .
+    /// k_rope) over the cached rows `[c | k_rope]`, output = softmax-weighted sum of c.
+    /// `q_latent` is `[tokens, n_heads * kv_lora_rank]`, `q_rope` `[tokens, n_heads *
+    /// rope_dim]`, `out` `[tokens, n_heads * kv_lora_rank]`.
+    #[allow(clippy::too_many_arguments)]
+    fn mla_attention(
+        &self,
+        cache: &Self::KvCache,
+        layer: usize,
+        q_latent: &Self::Buf,
+        q_rope: &Self::Buf,
+        shape: MlaShape,
         step: &Self::Step,
         out: &mut Self::Buf,
     );

@@ -264,6 +264,7 @@ fn rope_write_kv_matches_cpu() {
         num_kv_heads: n_kv,
         head_dim: hd,
         dtype: Default::default(),
+        latent: false,
     };
     let mut b = batch(rows);
     b.attn.slot_mapping = vec![4, 5, NO_SLOT, 8];
@@ -546,6 +547,7 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize, dtype: KvDtype
         num_kv_heads: n_kv,
         head_dim: hd,
         dtype: Default::default(),
+        latent: false,
     };
     let (mut kc, mut kg) = (
         cpu.alloc_kv(spec).unwrap(),
@@ -655,6 +657,7 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             num_kv_heads: n_kv,
             head_dim: hd,
             dtype: Default::default(),
+            latent: false,
         };
         let (mut kc, mut kg) = (
             cpu.alloc_kv(spec).unwrap(),

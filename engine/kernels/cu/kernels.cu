@@ -6,3 +6,5 @@
 #include "attention_decode_tc.cu"
 #include "attention_prefill.cu"
 #include "sample.cu"
+#include "moe.cu"
+#include "mla.cu"

@@ -1,17 +1,26 @@
 //! Checkpoint loaders (GGUF, safetensors directories) and the model architectures, written once
 //! against hearth-backend's op set.
 
+mod attention;
 pub mod batch;
 pub mod config;
-mod dense;
+mod decoder;
+mod deepseek_v3;
 pub mod error;
+mod ffn;
 pub mod gguf;
 mod gguf_weights;
+mod glm4_moe;
+mod glm4_moe_lite;
+mod host;
+mod layers;
 mod llama;
+mod mla;
 pub mod model;
 mod progress;
 mod qwen2;
 mod qwen3;
+mod qwen3_moe;
 mod safetensors_weights;
 pub mod source;
 

@@ -1,11 +1,9 @@
 //! LlamaForCausalLM (also SmolLM2): the plain dense decoder; `attention_bias` adds qkv biases.
 
 use crate::config::HfConfig;
-use crate::dense::DenseFlavor;
+use crate::decoder::Arch;
+use crate::LoadError;
 
-pub fn flavor(cfg: &HfConfig) -> DenseFlavor {
-    DenseFlavor {
-        qkv_bias: cfg.attention_bias,
-        qk_norm: false,
-    }
+pub fn arch(cfg: &HfConfig) -> Result<Arch, LoadError> {
+    Ok(Arch::dense(cfg.attention_bias, false))
 }

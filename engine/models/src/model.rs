@@ -6,7 +6,7 @@ use hearth_backend::{Backend, KvCacheSpec};
 
 use crate::batch::ForwardBatch;
 use crate::config::HfConfig;
-use crate::dense::DenseDecoder;
+use crate::decoder::Decoder;
 use crate::source::WeightSource;
 use crate::LoadError;
 
@@ -48,8 +48,15 @@ pub trait CausalLm<B: Backend>: Send + Sync {
 }
 
 /// Architectures (config.json `architectures[0]`) this build can run.
-pub const SUPPORTED_ARCHITECTURES: &[&str] =
-    &["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "DeepseekV3ForCausalLM",
+];
 
 /// Builds the model for `src`'s architecture, or says which architectures are supported.
 pub fn load_model<B: Backend + 'static>(
@@ -58,13 +65,18 @@ pub fn load_model<B: Backend + 'static>(
 ) -> Result<Box<dyn CausalLm<B>>, LoadError> {
     let cfg = src.config();
     check_supported(src.path(), cfg)?;
-    let flavor = match cfg.architecture() {
-        "LlamaForCausalLM" => crate::llama::flavor(cfg),
-        "Qwen2ForCausalLM" => crate::qwen2::flavor(cfg),
-        "Qwen3ForCausalLM" => crate::qwen3::flavor(cfg),
-        other => return Err(unsupported(src.path(), other)),
+    let path = src.path();
+    let arch = match cfg.architecture() {
+        "LlamaForCausalLM" => crate::llama::arch(cfg)?,
+        "Qwen2ForCausalLM" => crate::qwen2::arch(cfg)?,
+        "Qwen3ForCausalLM" => crate::qwen3::arch(cfg)?,
+        "Qwen3MoeForCausalLM" => crate::qwen3_moe::arch(path, cfg)?,
+        "Glm4MoeForCausalLM" => crate::glm4_moe::arch(path, cfg)?,
+        "Glm4MoeLiteForCausalLM" => crate::glm4_moe_lite::arch(path, cfg)?,
+        "DeepseekV3ForCausalLM" => crate::deepseek_v3::arch(path, cfg)?,
+        other => return Err(unsupported(path, other)),
     };
-    Ok(Box::new(DenseDecoder::load(backend, src, flavor)?))
+    Ok(Box::new(Decoder::load(backend, src, arch)?))
 }
 
 /// Fails at once, naming the architecture or weight format and listing what is supported.
@@ -104,8 +116,9 @@ pub fn is_supported(arch: &str) -> bool {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn supported_list_names_the_dense_families() {
+    fn supported_list_names_the_families() {
         assert!(super::is_supported("Qwen3ForCausalLM"));
-        assert!(!super::is_supported("Glm4MoeForCausalLM"));
+        assert!(super::is_supported("Glm4MoeForCausalLM"));
+        assert!(!super::is_supported("MixtralForCausalLM"));
     }
 }

@@ -1,11 +1,9 @@
 //! Qwen2ForCausalLM: the dense decoder with biases on the q/k/v projections (always present).
 
 use crate::config::HfConfig;
-use crate::dense::DenseFlavor;
+use crate::decoder::Arch;
+use crate::LoadError;
 
-pub fn flavor(_cfg: &HfConfig) -> DenseFlavor {
-    DenseFlavor {
-        qkv_bias: true,
-        qk_norm: false,
-    }
+pub fn arch(_cfg: &HfConfig) -> Result<Arch, LoadError> {
+    Ok(Arch::dense(true, false))
 }

@@ -1,11 +1,9 @@
 //! Qwen3ForCausalLM: the dense decoder with per-head RMS norm on q and k before rotary.
 
 use crate::config::HfConfig;
-use crate::dense::DenseFlavor;
+use crate::decoder::Arch;
+use crate::LoadError;
 
-pub fn flavor(cfg: &HfConfig) -> DenseFlavor {
-    DenseFlavor {
-        qkv_bias: cfg.attention_bias,
-        qk_norm: true,
-    }
+pub fn arch(cfg: &HfConfig) -> Result<Arch, LoadError> {
+    Ok(Arch::dense(cfg.attention_bias, true))
 }

@@ -81,11 +81,11 @@ fn unsupported_architecture_lists_the_supported_ones() {
     let cfg = dir.path().join("config.json");
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
-    v["architectures"] = serde_json::json!(["DeepseekV3ForCausalLM"]);
+    v["architectures"] = serde_json::json!(["MixtralForCausalLM"]);
     std::fs::write(&cfg, v.to_string()).unwrap();
     let msg = load(dir.path()).unwrap_err().to_string();
     assert!(
-        msg.contains("DeepseekV3ForCausalLM") && msg.contains("Qwen3ForCausalLM"),
+        msg.contains("MixtralForCausalLM") && msg.contains("Qwen3ForCausalLM"),
         "{msg}"
     );
 }

@@ -1,7 +1,7 @@
 //! Continuous batching must not change results: the greedy output of each of 8 prompts of mixed
 //! lengths is identical when run alone and when run together, with a KV pool small enough to
 //! force preemptions, with a token budget small enough to force chunked prefill, and with prefix
-//! caching on and off. Checked on the tiny random Llama / Qwen3 checkpoints and on SmolLM2.
+//! caching on and off. Checked on the tiny random checkpoints (dense, MoE and MLA) and on SmolLM2.
 
 #![allow(clippy::unwrap_used)]
 
@@ -192,4 +192,29 @@ fn smollm2_is_batch_invariant() {
 #[test]
 fn smollm2_prefix_cache_is_transparent() {
     check_prefix_cache(smollm2(), 49152, 8);
+}
+
+#[test]
+fn tiny_qwen3_moe_is_batch_invariant() {
+    check(tiny("qwen3_moe"), 320, 12);
+}
+
+#[test]
+fn tiny_glm4_moe_is_batch_invariant() {
+    check(tiny("glm4_moe"), 320, 12);
+}
+
+#[test]
+fn tiny_deepseek_v3_is_batch_invariant() {
+    check(tiny("deepseek_v3"), 320, 12);
+}
+
+#[test]
+fn tiny_glm4_moe_lite_is_batch_invariant() {
+    check(tiny("glm4_moe_lite"), 320, 12);
+}
+
+#[test]
+fn tiny_deepseek_v3_prefix_cache_is_transparent() {
+    check_prefix_cache(tiny("deepseek_v3"), 320, 8);
 }

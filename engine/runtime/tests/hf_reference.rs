@@ -1,6 +1,9 @@
-//! The dense architectures against HF transformers: tiny random-weight Llama (llama3 rope
-//! scaling, untied head), Qwen2 (qkv bias, tied) and Qwen3 (q/k norm, bf16 weights) checkpoints
-//! and their reference logits, written by tests/fixtures/make_tiny.py.
+//! Every architecture against HF transformers: tiny random-weight checkpoints and their reference
+//! logits, written by tests/fixtures/make_tiny.py: Llama (llama3 rope scaling, untied head),
+//! Qwen2 (qkv bias, tied), Qwen3 (q/k norm, bf16 weights), Qwen3-MoE (softmax top-2 of 8, a dense
+//! first layer), GLM-4.x MoE (partial rotary, qkv bias, q/k norm, sigmoid grouped top-k with a
+//! bias, shared expert), DeepSeek-V3 (MLA with q low rank, interleaved YaRN rotary, 16 experts
+//! top-4 in 4 groups, bf16) and GLM-4.7-Flash (MLA without q low rank, NeoX rotary).
 //!
 //! The same test bodies run on every backend (`check::<B>`): the CPU always; CUDA when built
 //! with the `cuda` feature and HEARTH_TEST_CUDA=1 is set (on a machine with a GPU).
@@ -155,4 +158,8 @@ on_every_backend! {
     llama_matches_transformers => "llama",
     qwen2_matches_transformers => "qwen2",
     qwen3_matches_transformers => "qwen3",
+    qwen3_moe_matches_transformers => "qwen3_moe",
+    glm4_moe_matches_transformers => "glm4_moe",
+    deepseek_v3_matches_transformers => "deepseek_v3",
+    glm4_moe_lite_matches_transformers => "glm4_moe_lite",
 }

@@ -3,10 +3,12 @@
 
 mod attention;
 mod linear;
+mod mla;
+mod moe;
 
 use rayon::prelude::*;
 
-use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec};
+use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, MlaShape, MoeLayer, RopeSpec};
 use crate::quant::{repack_q4, repack_q8, Q4Planes, Q8Planes};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
@@ -231,13 +233,14 @@ impl Backend for CpuBackend {
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<CpuKvCache, BackendError> {
         let n =
             spec.num_layers * spec.num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
+        let nv = if spec.latent { 0 } else { n };
         let mut k = Vec::new();
         let mut v = Vec::new();
         k.try_reserve_exact(n)
-            .and_then(|_| v.try_reserve_exact(n))
-            .map_err(|_| BackendError::OutOfMemory(format!("KV cache of 2 x {n} f32")))?;
+            .and_then(|_| v.try_reserve_exact(nv))
+            .map_err(|_| BackendError::OutOfMemory(format!("KV cache of {n} + {nv} f32")))?;
         k.resize(n, 0.0);
-        v.resize(n, 0.0);
+        v.resize(nv, 0.0);
         Ok(CpuKvCache { spec, k, v })
     }
 
@@ -367,6 +370,53 @@ impl Backend for CpuBackend {
     ) {
         self.pool
             .install(|| attention::paged_attention(cache, layer, q, shape, &step.attn, out));
+    }
+
+    fn moe(
+        &self,
+        x: &Vec<f32>,
+        prefill: &[bool],
+        layer: &MoeLayer<'_, CpuWeight>,
+        out: &mut Vec<f32>,
+    ) {
+        moe::moe(self, x, prefill, layer, out);
+    }
+
+    fn linear_heads(
+        &self,
+        x: &Vec<f32>,
+        prefill: &[bool],
+        w: &CpuWeight,
+        n_heads: usize,
+        out: &mut Vec<f32>,
+    ) {
+        self.pool
+            .install(|| moe::linear_heads(x, prefill.len(), w, n_heads, out));
+    }
+
+    fn write_latent(
+        &self,
+        cache: &mut CpuKvCache,
+        layer: usize,
+        latent: &Vec<f32>,
+        k_rope: &Vec<f32>,
+        step: &ForwardBatch,
+    ) {
+        mla::write_latent(cache, layer, latent, k_rope, &step.attn.slot_mapping);
+    }
+
+    fn mla_attention(
+        &self,
+        cache: &CpuKvCache,
+        layer: usize,
+        q_latent: &Vec<f32>,
+        q_rope: &Vec<f32>,
+        shape: MlaShape,
+        step: &ForwardBatch,
+        out: &mut Vec<f32>,
+    ) {
+        self.pool
+            .install(|| mla::attention(cache, layer, (q_latent, q_rope), shape, &step.attn, out));
     }
 
     fn gather_logits_rows(

@@ -48,6 +48,13 @@ pub struct Kernels {
     /// `gemv_swiglu[(M - 1) * 2 + i]`: i + 1 features (gate and up rows each) per warp.
     gemv_swiglu: Vec<CudaFunction>,
     rope_write_kv: [CudaFunction; 2],
+    moe_route: CudaFunction,
+    moe_gate_up: CudaFunction,
+    moe_down: CudaFunction,
+    linear_heads: CudaFunction,
+    /// [bf16 cache, fp8 cache] variants.
+    write_latent: [CudaFunction; 2],
+    mla_attention: [CudaFunction; 2],
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -96,6 +103,10 @@ macro_rules! launch {
 mod attention;
 use attention::decode_variants;
 pub use attention::AttnLaunch;
+mod moe_mla;
+pub use moe_mla::{
+    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
+};
 
 impl Kernels {
     pub fn load(module: &Arc<CudaModule>, stream: Arc<CudaStream>) -> Result<Self, BackendError> {
@@ -141,6 +152,12 @@ impl Kernels {
                 .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
+            moe_route: f("moe_route")?,
+            moe_gate_up: f("moe_gate_up")?,
+            moe_down: f("moe_down")?,
+            linear_heads: f("linear_heads")?,
+            write_latent: [f("write_latent")?, f("write_latent_fp8")?],
+            mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
             stream,
             skip: AtomicBool::new(false),
         };

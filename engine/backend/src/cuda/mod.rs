@@ -16,6 +16,7 @@ mod buffers;
 mod gemm;
 mod graph;
 mod kernels;
+mod moe;
 mod scratch;
 mod step;
 mod upload;
@@ -29,7 +30,9 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
 use half::bf16;
 
-use crate::ops::{AttnShape, Backend, ForwardBatch, KvCacheSpec, RopeSpec, RopeWrite};
+use crate::ops::{
+    AttnShape, Backend, ForwardBatch, KvCacheSpec, MlaShape, MoeLayer, RopeSpec, RopeWrite,
+};
 use crate::{BackendError, HostWeight};
 use arena::Arena;
 use buffers::matmul_input_bf16;
@@ -55,6 +58,8 @@ struct State {
     uploader: Option<upload::Uploader>,
     /// The decode attention kernel's split buffer.
     attn_parts: Option<(CudaSlice<u8>, u64)>,
+    /// A MoE layer's router logits, routes, expert activations and shared expert output.
+    moe: Option<(CudaSlice<u8>, u64)>,
     graphs: DecodeGraphs,
     /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
     /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
@@ -149,6 +154,7 @@ impl CudaBackend {
             scratch: None,
             fused: None,
             attn_parts: None,
+            moe: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
             moves: 0,
@@ -412,7 +418,10 @@ impl Backend for CudaBackend {
             * spec.head_dim
             * spec.dtype.bytes();
         let k = self.stream.alloc_zeros::<u8>(n)?;
-        let v = self.stream.alloc_zeros::<u8>(n)?;
+        // A latent cache (MLA) has no separate values.
+        let v = self
+            .stream
+            .alloc_zeros::<u8>(if spec.latent { 1 } else { n })?;
         let (kp, vp) = (self.dptr(&k), self.dptr(&v));
         self.state().moves += 1;
         Ok(CudaKvCache {
@@ -847,6 +856,51 @@ impl Backend for CudaBackend {
             }
             Err(e) => panic!("CUDA argmax: {e}"),
         }
+    }
+
+    fn moe(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        layer: &MoeLayer<'_, CudaWeight>,
+        out: &mut CudaBuf,
+    ) {
+        self.moe_op(x, prefill, layer, out);
+    }
+
+    fn linear_heads(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        w: &CudaWeight,
+        n_heads: usize,
+        out: &mut CudaBuf,
+    ) {
+        self.linear_heads_op(x, prefill.len(), w, n_heads, out);
+    }
+
+    fn write_latent(
+        &self,
+        cache: &mut CudaKvCache,
+        layer: usize,
+        latent: &CudaBuf,
+        k_rope: &CudaBuf,
+        step: &CudaStep,
+    ) {
+        self.write_latent_op(cache, layer, latent, k_rope, step);
+    }
+
+    fn mla_attention(
+        &self,
+        cache: &CudaKvCache,
+        layer: usize,
+        q_latent: &CudaBuf,
+        q_rope: &CudaBuf,
+        shape: MlaShape,
+        step: &CudaStep,
+        out: &mut CudaBuf,
+    ) {
+        self.mla_attention_op(cache, layer, q_latent, q_rope, shape, step, out);
     }
 
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {

@@ -1,0 +1,198 @@
+//! Launchers of the mixture-of-experts kernels (moe.cu) and the MLA kernels (mla.cu).
+
+use cudarc::driver::PushKernelArg;
+
+use super::{cfg, row_threads, Kernels};
+use crate::BackendError;
+
+/// Limits of moe.cu's routing kernel (MOE_MAX_EXPERTS, MOE_MAX_TOPK, MOE_MAX_GROUPS).
+pub const MOE_MAX_EXPERTS: usize = 512;
+pub const MOE_MAX_TOPK: usize = 32;
+pub const MOE_MAX_GROUPS: usize = 64;
+/// Warps per block of the expert kernels (MOE_WARPS): one output feature each.
+const MOE_WARPS: usize = 8;
+/// Largest latent rank mla.cu takes (MLA_MAX_RANK), and its warps per block.
+pub const MLA_MAX_RANK: usize = 512;
+const MLA_WARPS: u32 = 4;
+
+/// Where a MoE layer's tensors are on the device.
+pub struct MoeLaunch {
+    pub x: u64,
+    pub x_bf16: bool,
+    pub logits: u64,
+    pub bias: u64,
+    pub ids: u64,
+    pub weights: u64,
+    /// Experts' gate and up rows, `[E, 2 * inter, hidden]` bf16.
+    pub gate_up: u64,
+    /// Experts' down projections, `[E, hidden, inter]` bf16.
+    pub down: u64,
+    pub act: u64,
+    /// The shared expert's output `[rows, hidden]`, or 0.
+    pub shared: u64,
+    pub out: u64,
+}
+
+/// A MoE layer's sizes and routing rule.
+pub struct MoeShape<'a> {
+    pub rows: usize,
+    pub hidden: usize,
+    pub inter: usize,
+    pub routing: &'a crate::MoeRouting,
+}
+
+/// Where an MLA attention call's tensors are.
+pub struct MlaLaunch {
+    pub q_lat: u64,
+    pub q_rope: u64,
+    pub cache: u64,
+    pub out: u64,
+    pub tok_seq: u64,
+    pub seq_info: u64,
+    pub block_tables: u64,
+    pub rows: usize,
+    pub fp8: bool,
+}
+
+impl Kernels {
+    /// Routing, every (row, expert) pair's SwiGLU, then the weighted combine (plus the shared
+    /// expert's output) into `out`.
+    pub fn moe(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
+        let r = s.routing;
+        let (rows, k) = (s.rows, r.top_k);
+        if rows == 0 {
+            return Ok(());
+        }
+        let (n_e, k_i) = (r.n_experts as i32, k as i32);
+        let (sig, norm) = (
+            i32::from(r.scoring == crate::MoeScoring::Sigmoid),
+            i32::from(r.norm_topk_prob),
+        );
+        let (ng, tg) = (r.n_group.max(1) as i32, r.topk_group as i32);
+        let scale = r.routed_scaling_factor;
+        launch!(
+            @fn self,
+            &self.moe_route,
+            cfg((rows as u32, 1), 32),
+            a.logits,
+            a.bias,
+            a.ids,
+            a.weights,
+            n_e,
+            k_i,
+            sig,
+            norm,
+            ng,
+            tg,
+            scale
+        )?;
+        let (h, i) = (s.hidden as i32, s.inter as i32);
+        let xb = i32::from(a.x_bf16);
+        let warps = (MOE_WARPS * 32) as u32;
+        launch!(
+            @fn self,
+            &self.moe_gate_up,
+            cfg((s.inter.div_ceil(MOE_WARPS) as u32, (rows * k) as u32), warps),
+            a.x,
+            xb,
+            a.ids,
+            a.gate_up,
+            a.act,
+            h,
+            i,
+            k_i
+        )?;
+        launch!(
+            @fn self,
+            &self.moe_down,
+            cfg((s.hidden.div_ceil(MOE_WARPS) as u32, rows as u32), warps),
+            a.act,
+            a.ids,
+            a.weights,
+            a.down,
+            a.shared,
+            a.out,
+            h,
+            i,
+            k_i
+        )
+    }
+
+    /// out[r, h * n + j] = x[r, h * k ..] . w[h * n + j] for `rows` rows of `n_heads` heads.
+    pub fn linear_heads(
+        &self,
+        (x, w, out): (u64, u64, u64),
+        (rows, n_heads, n, k): (usize, usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        let (nh, n_i, k_i) = (n_heads as i32, n as i32, k as i32);
+        launch!(
+            self,
+            linear_heads,
+            cfg((n.div_ceil(8) as u32, (rows * n_heads) as u32), 256),
+            x,
+            w,
+            out,
+            nh,
+            n_i,
+            k_i
+        )
+    }
+
+    /// Writes `rows` latent rows `[latent (rank) | k_rope (rope)]` at `slots` of a latent cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_latent(
+        &self,
+        (latent, latent_bf16): (u64, bool),
+        k_rope: u64,
+        slots: u64,
+        cache: u64,
+        (rows, rank, rope): (usize, usize, usize),
+        fp8: bool,
+    ) -> Result<(), BackendError> {
+        let (lb, r, p) = (i32::from(latent_bf16), rank as i32, rope as i32);
+        launch!(
+            @fn self,
+            &self.write_latent[usize::from(fp8)],
+            cfg((rows as u32, 1), row_threads(rank + rope)),
+            latent,
+            lb,
+            k_rope,
+            slots,
+            cache,
+            r,
+            p
+        )
+    }
+
+    /// MLA over the latent cache: one block per (row, head).
+    pub fn mla_attention(
+        &self,
+        a: &MlaLaunch,
+        shape: crate::MlaShape,
+        block_size: usize,
+    ) -> Result<(), BackendError> {
+        let (nh, r, p, bs) = (
+            shape.n_heads as i32,
+            shape.kv_lora_rank as i32,
+            shape.rope_dim as i32,
+            block_size as i32,
+        );
+        launch!(
+            @fn self,
+            &self.mla_attention[usize::from(a.fp8)],
+            cfg((a.rows as u32, shape.n_heads as u32), MLA_WARPS * 32),
+            a.q_lat,
+            a.q_rope,
+            a.cache,
+            a.out,
+            a.tok_seq,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            r,
+            p,
+            bs,
+            shape.scale
+        )
+    }
+}

@@ -1,0 +1,348 @@
+//! The CUDA mixture-of-experts and MLA ops against the CPU backend on random data: routing
+//! (softmax top-k; sigmoid with a selection bias, grouped top-k and scaling) with the experts'
+//! SwiGLU and a shared expert, for decode-sized and prefill-sized row counts; MLA's per-head
+//! projection, latent cache writes and attention over a mixed batch (a chunk with a cached
+//! prefix next to a decode row and a padding row), bf16 and fp8 latent caches.
+//!
+//! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there.
+#![cfg(feature = "cuda")]
+#![allow(clippy::unwrap_used)]
+
+use hearth_backend::{
+    AttnMetadata, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight, KvCacheSpec, KvDtype,
+    MlaShape, MoeLayer, MoeRouting, MoeScoring, SeqAttn, NO_SLOT,
+};
+
+fn gpu() -> Option<CudaBackend> {
+    if std::env::var("HEARTH_TEST_CUDA").as_deref() != Ok("1") {
+        println!("CUDA MoE/MLA op tests skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
+        return None;
+    }
+    Some(CudaBackend::new(0).unwrap())
+}
+
+/// Deterministic values in [-1, 1).
+fn rand(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn bf(v: &[f32]) -> Vec<f32> {
+    v.iter()
+        .map(|x| half::bf16::from_f32(*x).to_f32())
+        .collect()
+}
+
+fn max_rel(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "lengths");
+    let scale = want.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
+        / scale
+}
+
+fn rows_batch(n: usize) -> ForwardBatch {
+    ForwardBatch {
+        tokens: vec![0; n],
+        positions: (0..n as u32).collect(),
+        attn: AttnMetadata {
+            seqs: vec![SeqAttn {
+                query_start: 0,
+                query_len: n,
+                context_len: n,
+                block_table: vec![],
+            }],
+            prefill: vec![true; n],
+            slot_mapping: (0..n as u32).collect(),
+        },
+        logits_rows: vec![n - 1],
+    }
+}
+
+/// Uploads the same bf16-rounded matrices to both backends, as one group.
+fn group(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    shapes: &[([usize; 2], u64)],
+    amp: f32,
+) -> (
+    Vec<<CpuBackend as Backend>::Weight>,
+    Vec<<CudaBackend as Backend>::Weight>,
+) {
+    let hosts: Vec<HostWeight> = shapes
+        .iter()
+        .map(|&([r, c], seed)| {
+            let v: Vec<f32> = rand(r * c, seed).iter().map(|x| x * amp).collect();
+            HostWeight::f32("w", vec![r, c], bf(&v))
+        })
+        .collect();
+    (
+        cpu.upload_group(hosts.clone()).unwrap(),
+        gpu.upload_group(hosts).unwrap(),
+    )
+}
+
+/// [gate, up, down] per expert from the gate/up group and the down group.
+fn experts<W>(gate_up: Vec<W>, downs: Vec<W>) -> Vec<[W; 3]> {
+    let mut gu = gate_up.into_iter();
+    downs
+        .into_iter()
+        .map(|d| [gu.next().unwrap(), gu.next().unwrap(), d])
+        .collect()
+}
+
+#[test]
+fn moe_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let (hidden, inter, n_experts) = (256, 128, 16);
+    for (scoring, top_k, n_group, topk_group, shared) in [
+        (MoeScoring::Softmax, 2, 1, 1, false),
+        (MoeScoring::Sigmoid, 4, 4, 2, true),
+    ] {
+        let routing = MoeRouting {
+            n_experts,
+            top_k,
+            scoring,
+            norm_topk_prob: true,
+            n_group,
+            topk_group,
+            routed_scaling_factor: 2.5,
+        };
+        let (rc, rg) = group(&cpu, &gpu, &[([n_experts, hidden], 1)], 0.2);
+        let bias = rand(n_experts, 2)
+            .iter()
+            .map(|x| 0.05 * x)
+            .collect::<Vec<_>>();
+        let bc = cpu
+            .upload(HostWeight::f32("b", vec![n_experts], bias.clone()))
+            .unwrap();
+        let bgpu = gpu
+            .upload(HostWeight::f32("b", vec![n_experts], bias))
+            .unwrap();
+        let gu: Vec<_> = (0..2 * n_experts)
+            .map(|i| ([inter, hidden], 10 + i as u64))
+            .collect();
+        let dn: Vec<_> = (0..n_experts)
+            .map(|i| ([hidden, inter], 100 + i as u64))
+            .collect();
+        let (guc, gug) = group(&cpu, &gpu, &gu, 0.1);
+        let (dnc, dng) = group(&cpu, &gpu, &dn, 0.1);
+        let (ec, eg) = (experts(guc, dnc), experts(gug, dng));
+        let (sc, sg) = group(
+            &cpu,
+            &gpu,
+            &[
+                ([inter, hidden], 200),
+                ([inter, hidden], 201),
+                ([hidden, inter], 202),
+            ],
+            0.1,
+        );
+        let shared_c: [_; 3] = sc.try_into().ok().unwrap();
+        let shared_g: [_; 3] = sg.try_into().ok().unwrap();
+        let sig = scoring == MoeScoring::Sigmoid;
+        for rows in [1, 5, 20] {
+            let x = rand(rows * hidden, 3 + rows as u64);
+            // The GPU rounds matmul inputs to bf16 past 8 rows: the CPU gets the same x then.
+            let xc = if rows > 8 { bf(&x) } else { x.clone() };
+            let kinds = vec![rows > 8; rows];
+            let lc = MoeLayer {
+                routing: &routing,
+                router: &rc[0],
+                score_bias: sig.then_some(&bc),
+                experts: &ec,
+                shared: shared.then_some(&shared_c),
+            };
+            let lg = MoeLayer {
+                routing: &routing,
+                router: &rg[0],
+                score_bias: sig.then_some(&bgpu),
+                experts: &eg,
+                shared: shared.then_some(&shared_g),
+            };
+            let mut oc = cpu.buf(0);
+            cpu.moe(&xc, &kinds, &lc, &mut oc);
+            gpu.begin_step(&rows_batch(rows));
+            let xg = gpu.buf_from_host(&x);
+            let mut og = gpu.buf(0);
+            gpu.moe(&xg, &kinds, &lg, &mut og);
+            let d = max_rel(&gpu.to_host(&og), &oc);
+            println!("moe {scoring:?} top-{top_k} rows {rows}: max rel diff {d:.2e}");
+            assert!(d < 1e-2, "moe {scoring:?} rows {rows}: {d}");
+        }
+    }
+}
+
+#[test]
+fn linear_heads_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    for (rows, heads, n, k) in [(1, 4, 64, 48), (7, 20, 512, 192), (12, 3, 40, 512)] {
+        let (wc, wg) = group(&cpu, &gpu, &[([heads * n, k], 5)], 1.0);
+        let x = rand(rows * heads * k, 6);
+        let kinds = vec![false; rows];
+        let mut oc = cpu.buf(0);
+        cpu.linear_heads(&x, &kinds, &wc[0], heads, &mut oc);
+        gpu.begin_step(&rows_batch(rows));
+        let mut og = gpu.buf(0);
+        gpu.linear_heads(&gpu.buf_from_host(&x), &kinds, &wg[0], heads, &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("linear_heads rows {rows} heads {heads} [{n}, {k}]: max rel diff {d:.2e}");
+        assert!(d < 1e-4, "linear_heads: {d}");
+    }
+}
+
+/// Sequence A: 9 cached tokens, then a 12-token chunk; B: 6 cached, one decode row; and a
+/// padding row (no context, no slot) that must come out as zeros.
+#[test]
+fn mla_attention_matches_cpu_on_a_mixed_batch() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    for (rank, rope, heads, dtype) in [
+        (512, 64, 16, KvDtype::Bf16),
+        (512, 64, 20, KvDtype::Fp8E4m3),
+        (32, 8, 4, KvDtype::Bf16),
+    ] {
+        let bs = 4;
+        let spec = KvCacheSpec {
+            num_layers: 2,
+            num_blocks: 32,
+            block_size: bs,
+            num_kv_heads: 1,
+            head_dim: rank + rope,
+            dtype: Default::default(),
+            latent: true,
+        };
+        let (mut kc, mut kg) = (
+            cpu.alloc_kv(spec).unwrap(),
+            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+        );
+        let a_blocks: Vec<u32> = (0..6).map(|i| (i * 5 + 3) % 32).collect();
+        let b_blocks: Vec<u32> = vec![30, 31];
+        let slot = |blocks: &[u32], p: usize| blocks[p / bs] * bs as u32 + (p % bs) as u32;
+        let seq = |query_start, query_len, context_len, table: &Vec<u32>| SeqAttn {
+            query_start,
+            query_len,
+            context_len,
+            block_table: table.clone(),
+        };
+        // Values the fp8 cache holds exactly would hide nothing; both caches get the same
+        // inputs and the tolerance covers fp8's rounding.
+        let write = |rows: usize, slots: Vec<u32>, seed: u64, kc: &mut _, kg: &mut _| {
+            let b = ForwardBatch {
+                tokens: vec![0; rows],
+                positions: vec![0; rows],
+                attn: AttnMetadata {
+                    seqs: vec![],
+                    prefill: vec![true; rows],
+                    slot_mapping: slots,
+                },
+                logits_rows: vec![],
+            };
+            let (lat, kr) = (
+                bf(&rand(rows * rank, seed)),
+                bf(&rand(rows * rope, seed + 1)),
+            );
+            let s = cpu.begin_step(&b);
+            cpu.write_latent(kc, 1, &lat, &kr, &s);
+            let s = gpu.begin_step(&b);
+            gpu.write_latent(kg, 1, &gpu.buf_from_host(&lat), &gpu.buf_from_host(&kr), &s);
+        };
+        let prefix: Vec<u32> = (0..9)
+            .map(|p| slot(&a_blocks, p))
+            .chain((0..6).map(|p| slot(&b_blocks, p)))
+            .collect();
+        write(15, prefix, 20, &mut kc, &mut kg);
+        let rows = 12 + 1 + 1;
+        let step = ForwardBatch {
+            tokens: vec![0; rows],
+            positions: (9..21).chain([6, 0]).collect(),
+            attn: AttnMetadata {
+                seqs: vec![
+                    seq(0, 12, 21, &a_blocks),
+                    seq(12, 1, 7, &b_blocks),
+                    seq(13, 1, 0, &vec![]),
+                ],
+                prefill: (0..rows).map(|r| r < 12).collect(),
+                slot_mapping: (9..21)
+                    .map(|p| slot(&a_blocks, p))
+                    .chain([slot(&b_blocks, 6), NO_SLOT])
+                    .collect(),
+            },
+            logits_rows: vec![11, 12],
+        };
+        // The CPU cache cannot take a padding row's slot: it writes the 13 real rows.
+        let (lat, kr) = (bf(&rand(rows * rank, 30)), bf(&rand(rows * rope, 31)));
+        let mut cpu_step = step.clone();
+        cpu_step.attn.slot_mapping[13] = NO_SLOT;
+        let sc = cpu.begin_step(&cpu_step);
+        cpu.write_latent(&mut kc, 1, &lat, &kr, &sc);
+        let sg = gpu.begin_step(&step);
+        gpu.write_latent(
+            &mut kg,
+            1,
+            &gpu.buf_from_host(&lat),
+            &gpu.buf_from_host(&kr),
+            &sg,
+        );
+        let q_lat = rand(rows * heads * rank, 40);
+        let q_rope = rand(rows * heads * rope, 41);
+        let shape = MlaShape {
+            n_heads: heads,
+            kv_lora_rank: rank,
+            rope_dim: rope,
+            scale: 0.3 / ((rank + rope) as f32).sqrt(),
+        };
+        let mut oc = cpu.buf(0);
+        // The CPU has no padding rows: compare the 13 real rows, and the padding row to zeros.
+        let mut real = step.clone();
+        real.attn.seqs.pop();
+        real.tokens.pop();
+        real.attn.prefill.pop();
+        real.attn.slot_mapping.pop();
+        let sc = cpu.begin_step(&real);
+        let real_rows = rows - 1;
+        cpu.mla_attention(
+            &kc,
+            1,
+            &q_lat[..real_rows * heads * rank].to_vec(),
+            &q_rope[..real_rows * heads * rope].to_vec(),
+            shape,
+            &sc,
+            &mut oc,
+        );
+        let mut og = gpu.buf(0);
+        gpu.mla_attention(
+            &kg,
+            1,
+            &gpu.buf_from_host(&q_lat),
+            &gpu.buf_from_host(&q_rope),
+            shape,
+            &sg,
+            &mut og,
+        );
+        let got = gpu.to_host(&og);
+        let (got, pad) = got.split_at(real_rows * heads * rank);
+        let d = max_rel(got, &oc);
+        let tolerance = match dtype {
+            KvDtype::Bf16 => 1e-4,
+            KvDtype::Fp8E4m3 => 8e-2,
+        };
+        println!(
+            "mla rank {rank} rope {rope} heads {heads} {}: max rel diff {d:.2e}",
+            dtype.name()
+        );
+        assert!(d < tolerance, "mla {}: {d}", dtype.name());
+        assert!(pad.iter().all(|&v| v == 0.0), "padding row output");
+    }
+}

@@ -1,0 +1,141 @@
+// Multi-head latent attention (DeepSeek-V3's MLA, absorbed form) over a paged latent cache:
+// each cached row is [c (rank) | k_rope (rope)], bf16 or fp8 e4m3. Plus the per-head matmul
+// the absorbed form needs (q_nope . W_UK, o . W_UV^T).
+#include "common.cuh"
+
+#define MLA_WARPS 4
+#define MLA_MAX_RANK 512
+
+__device__ __forceinline__ float kv_load(const bf16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float kv_load(const fp8* p) { return float(*p); }
+
+// Grid: tokens; a padded row (slot NO_SLOT) writes nothing. latent is f32 or bf16.
+template <typename T>
+__device__ __forceinline__ void write_latent_body(const void* __restrict__ latent, int lat_bf16,
+                                                  const float* __restrict__ k_rope,
+                                                  const uint32_t* __restrict__ slots,
+                                                  T* __restrict__ cache, int rank, int rope) {
+    const uint32_t slot = slots[blockIdx.x];
+    if (slot == 0xffffffffu) return;
+    const int width = rank + rope;
+    T* dst = cache + (size_t)slot * width;
+    const size_t row = blockIdx.x;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        const float v = i < rank ? (lat_bf16 ? __bfloat162float(
+                                                   reinterpret_cast<const bf16*>(latent)[row * rank + i])
+                                             : reinterpret_cast<const float*>(latent)[row * rank + i])
+                                 : k_rope[row * rope + i - rank];
+        kv_store(dst + i, v);
+    }
+}
+extern "C" __global__ void write_latent(const void* latent, int lat_bf16, const float* k_rope,
+                                        const uint32_t* slots, bf16* cache, int rank, int rope) {
+    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
+}
+extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, const float* k_rope,
+                                            const uint32_t* slots, fp8* cache, int rank,
+                                            int rope) {
+    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
+}
+
+// One block of MLA_WARPS warps per (row, head): the warps take every MLA_WARPS-th key of the
+// row's causal context with their own online softmax (lanes own latent dims lane + 32 i), then
+// merge. rank is a multiple of 32, at most MLA_MAX_RANK. Padded rows (no context) write zeros.
+template <typename T>
+__device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
+                                         const float* __restrict__ q_rope,
+                                         const T* __restrict__ cache, float* __restrict__ out,
+                                         const uint32_t* __restrict__ tok_seq,
+                                         const uint32_t* __restrict__ seq_info,
+                                         const uint32_t* __restrict__ block_tables, int n_heads,
+                                         int rank, int rope, int block_size, float scale) {
+    constexpr int PER = MLA_MAX_RANK / 32;
+    __shared__ float m_s[MLA_WARPS], l_s[MLA_WARPS];
+    __shared__ float acc_s[MLA_WARPS][MLA_MAX_RANK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = blockIdx.x, h = blockIdx.y;
+    const uint32_t* info = seq_info + 4 * tok_seq[row];
+    const int n_keys = (int)info[2] - (int)info[1] + (row - (int)info[0]) + 1;
+    const uint32_t* table = block_tables + info[3];
+    const int width = rank + rope, per = rank / 32;
+    const float* ql = q_lat + ((size_t)row * n_heads + h) * rank;
+    const float* qr = q_rope + ((size_t)row * n_heads + h) * rope;
+    float q[PER], acc[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        q[i] = i < per ? ql[lane + 32 * i] : 0.f;
+        acc[i] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int t = warp; t < n_keys; t += MLA_WARPS) {
+        const size_t slot = (size_t)table[t / block_size] * block_size + t % block_size;
+        const T* kr = cache + slot * width;
+        float c[PER], s = 0.f;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            c[i] = i < per ? kv_load(kr + lane + 32 * i) : 0.f;
+            s += q[i] * c[i];
+        }
+        for (int d = lane; d < rope; d += 32) s += qr[d] * kv_load(kr + rank + d);
+        s = warp_sum(s) * scale;
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new), p = expf(s - m_new);
+        l = l * corr + p;
+#pragma unroll
+        for (int i = 0; i < PER; i++) acc[i] = acc[i] * corr + p * c[i];
+        m = m_new;
+    }
+    if (lane == 0) {
+        m_s[warp] = m;
+        l_s[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        if (i < per) acc_s[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float m_all = -INFINITY;
+    for (int w = 0; w < MLA_WARPS; w++) m_all = fmaxf(m_all, m_s[w]);
+    float l_all = 0.f;
+    for (int w = 0; w < MLA_WARPS; w++)
+        if (l_s[w] > 0.f) l_all += l_s[w] * expf(m_s[w] - m_all);
+    float* o = out + ((size_t)row * n_heads + h) * rank;
+    for (int d = threadIdx.x; d < rank; d += blockDim.x) {
+        float v = 0.f;
+        for (int w = 0; w < MLA_WARPS; w++)
+            if (l_s[w] > 0.f) v += acc_s[w][d] * expf(m_s[w] - m_all);
+        o[d] = l_all > 0.f ? v / l_all : 0.f;
+    }
+}
+extern "C" __global__ void mla_attention(const float* q_lat, const float* q_rope,
+                                         const bf16* cache, float* out, const uint32_t* tok_seq,
+                                         const uint32_t* seq_info, const uint32_t* block_tables,
+                                         int n_heads, int rank, int rope, int block_size,
+                                         float scale) {
+    mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
+             block_size, scale);
+}
+extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_rope,
+                                             const fp8* cache, float* out,
+                                             const uint32_t* tok_seq, const uint32_t* seq_info,
+                                             const uint32_t* block_tables, int n_heads, int rank,
+                                             int rope, int block_size, float scale) {
+    mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
+             block_size, scale);
+}
+
+// out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]).
+// Grid (ceil(n / 8), rows * n_heads), 8 warps: a warp per output.
+extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
+                                        float* __restrict__ out, int n_heads, int n, int k) {
+    const int lane = threadIdx.x & 31;
+    const int j = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (j >= n) return;
+    const size_t rh = blockIdx.y;  // row * n_heads + h
+    const int h = rh % n_heads;
+    const float* xr = x + rh * k;
+    const bf16* wr = w + ((size_t)h * n + j) * k;
+    float s = 0.f;
+    for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
+    s = warp_sum(s);
+    if (lane == 0) out[rh * n + j] = s;
+}

@@ -1,0 +1,169 @@
+// Mixture-of-experts on the device, with no host round trip (so decode graphs can hold it):
+// routing (softmax top-k, or sigmoid scores + selection bias with grouped top-k, as
+// hearth_backend::route), then each (row, chosen expert) pair's SwiGLU as warp-per-feature
+// dot products straight from the experts' back-to-back bf16 weights, then the weighted sum of a
+// row's experts in expert order plus the shared expert. A row's arithmetic never depends on
+// the other rows, so results are batch-invariant.
+#include "common.cuh"
+
+#define MOE_MAX_EXPERTS 512
+#define MOE_MAX_TOPK 32
+#define MOE_MAX_GROUPS 64
+#define MOE_WARPS 8
+
+// x row element i of an activation buffer that is f32 or bf16.
+__device__ __forceinline__ float act_at(const void* x, int x_bf16, size_t i) {
+    return x_bf16 ? __bfloat162float(reinterpret_cast<const bf16*>(x)[i])
+                  : reinterpret_cast<const float*>(x)[i];
+}
+
+// Is (va, ia) ahead of (vb, ib): larger value, then lower index.
+__device__ __forceinline__ bool ahead(float va, int ia, float vb, int ib) {
+    return va > vb || (va == vb && ia < ib);
+}
+
+// One warp per row: ids[row * top_k + j] ascending, weights alongside.
+extern "C" __global__ void moe_route(const float* __restrict__ logits,
+                                     const float* __restrict__ bias, int* __restrict__ ids,
+                                     float* __restrict__ weights, int n_experts, int top_k,
+                                     int sigmoid, int norm, int n_group, int topk_group,
+                                     float scale) {
+    __shared__ float score[MOE_MAX_EXPERTS];
+    __shared__ float choice[MOE_MAX_EXPERTS];
+    __shared__ int open_group[MOE_MAX_GROUPS];
+    __shared__ int picked[MOE_MAX_TOPK];
+    const int lane = threadIdx.x, row = blockIdx.x;
+    const float* l = logits + (size_t)row * n_experts;
+    if (sigmoid) {
+        for (int e = lane; e < n_experts; e += 32) {
+            const float s = 1.f / (1.f + expf(-l[e]));
+            score[e] = s;
+            choice[e] = s + (bias ? bias[e] : 0.f);
+        }
+    } else {
+        float m = -INFINITY;
+        for (int e = lane; e < n_experts; e += 32) m = fmaxf(m, l[e]);
+        m = warp_max(m);
+        float sum = 0.f;
+        for (int e = lane; e < n_experts; e += 32) sum += expf(l[e] - m);
+        sum = warp_sum(sum);
+        for (int e = lane; e < n_experts; e += 32) {
+            score[e] = expf(l[e] - m) / sum;
+            choice[e] = score[e];
+        }
+    }
+    __syncwarp();
+    const int per_group = n_experts / n_group;
+    if (lane == 0) {
+        float gs[MOE_MAX_GROUPS];
+        for (int g = 0; g < n_group; g++) {
+            float b1 = -INFINITY, b2 = -INFINITY;
+            for (int e = g * per_group; e < (g + 1) * per_group; e++) {
+                const float v = choice[e];
+                if (v > b1) {
+                    b2 = b1;
+                    b1 = v;
+                } else if (v > b2) {
+                    b2 = v;
+                }
+            }
+            gs[g] = per_group > 1 ? b1 + b2 : b1;
+            open_group[g] = 0;
+        }
+        for (int t = 0; t < topk_group && t < n_group; t++) {
+            int best = -1;
+            for (int g = 0; g < n_group; g++)
+                if (!open_group[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            open_group[best] = 1;
+        }
+    }
+    __syncwarp();
+    for (int j = 0; j < top_k; j++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+        for (int e = lane; e < n_experts; e += 32) {
+            if (!open_group[e / per_group]) continue;
+            bool taken = false;
+            for (int p = 0; p < j; p++) taken |= picked[p] == e;
+            if (!taken && ahead(choice[e], e, bv, bi)) {
+                bv = choice[e];
+                bi = e;
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ahead(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if (lane == 0) picked[j] = bi;
+        __syncwarp();
+    }
+    if (lane == 0) {
+        // Ascending expert id (insertion sort of at most MOE_MAX_TOPK).
+        for (int a = 1; a < top_k; a++)
+            for (int b = a; b > 0 && picked[b - 1] > picked[b]; b--) {
+                const int t = picked[b];
+                picked[b] = picked[b - 1];
+                picked[b - 1] = t;
+            }
+        float sum = 0.f;
+        for (int j = 0; j < top_k; j++) sum += score[picked[j]];
+        const float denom = norm ? (sigmoid ? sum + 1e-20f : sum) : 1.f;
+        for (int j = 0; j < top_k; j++) {
+            ids[row * top_k + j] = picked[j];
+            weights[row * top_k + j] = score[picked[j]] / denom * scale;
+        }
+    }
+}
+
+// act[p, f] = silu(x[p / top_k] . gate_e[f]) * (x[p / top_k] . up_e[f]) for each (row, choice)
+// pair p, e = ids[p]; gate_up holds each expert's gate rows then up rows ([E, 2 * inter,
+// hidden], bf16). Grid (ceil(inter / MOE_WARPS), pairs), MOE_WARPS warps: a warp per feature.
+extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
+                                       const int* __restrict__ ids, const bf16* __restrict__ gate_up,
+                                       float* __restrict__ act, int hidden, int inter, int top_k) {
+    const int lane = threadIdx.x & 31;
+    const int f = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
+    const int pair = blockIdx.y;
+    if (f >= inter) return;
+    const size_t row = pair / top_k;
+    const bf16* g = gate_up + ((size_t)ids[pair] * 2 * inter + f) * hidden;
+    const bf16* u = g + (size_t)inter * hidden;
+    float sg = 0.f, su = 0.f;
+    for (int i = lane; i < hidden; i += 32) {
+        const float xv = act_at(x, x_bf16, row * hidden + i);
+        sg += xv * __bfloat162float(g[i]);
+        su += xv * __bfloat162float(u[i]);
+    }
+    sg = warp_sum(sg);
+    su = warp_sum(su);
+    if (lane == 0) act[(size_t)pair * inter + f] = sg / (1.f + expf(-sg)) * su;
+}
+
+// out[row, h] = sum_j weights[row, j] * (act[row * top_k + j] . down_e[h]) (+ shared[row, h]),
+// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (ceil(hidden /
+// MOE_WARPS), rows), MOE_WARPS warps: a warp per output feature.
+extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __restrict__ ids,
+                                    const float* __restrict__ weights,
+                                    const bf16* __restrict__ down,
+                                    const float* __restrict__ shared, float* __restrict__ out,
+                                    int hidden, int inter, int top_k) {
+    const int lane = threadIdx.x & 31;
+    const int h = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
+    const size_t row = blockIdx.y;
+    if (h >= hidden) return;
+    float total = 0.f;
+    for (int j = 0; j < top_k; j++) {
+        const size_t pair = row * top_k + j;
+        const bf16* d = down + ((size_t)ids[pair] * hidden + h) * inter;
+        const float* a = act + pair * inter;
+        float s = 0.f;
+        for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
+        total += weights[pair] * warp_sum(s);
+    }
+    if (lane == 0) out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
+}

@@ -1,0 +1,119 @@
+//! The feed-forward half of a layer: a SwiGLU MLP, or a mixture of SwiGLU experts with a router
+//! and an optional shared expert (Qwen3-MoE, GLM-4.x MoE, DeepSeek-V3, GLM-4.7-Flash).
+
+use hearth_backend::{Backend, MoeLayer, MoeRouting};
+
+use crate::layers::{Bufs, Load};
+use crate::LoadError;
+
+/// An architecture's experts: the routing rule and the sizes to load.
+#[derive(Debug, Clone)]
+pub struct MoeArch {
+    pub routing: MoeRouting,
+    pub expert_inter: usize,
+    /// The shared expert's intermediate size, when there is one.
+    pub shared_inter: Option<usize>,
+    /// Sigmoid routers carry `e_score_correction_bias`.
+    pub score_bias: bool,
+}
+
+pub enum Ffn<W> {
+    Dense([W; 3]),
+    Moe(Box<Moe<W>>),
+}
+
+pub struct Moe<W> {
+    router: W,
+    score_bias: Option<W>,
+    experts: Vec<[W; 3]>,
+    shared: Option<[W; 3]>,
+}
+
+impl<W> Ffn<W> {
+    pub fn dense<B: Backend<Weight = W>>(l: &Load<'_, B>, i: usize) -> Result<Self, LoadError> {
+        let inter = l.cfg().intermediate_size;
+        Ok(Ffn::Dense(l.mlp(&format!("model.layers.{i}.mlp"), inter)?))
+    }
+
+    pub fn moe<B: Backend<Weight = W>>(
+        l: &Load<'_, B>,
+        i: usize,
+        a: &MoeArch,
+    ) -> Result<Self, LoadError> {
+        let p = |s: &str| format!("model.layers.{i}.mlp.{s}");
+        let (h, n) = (l.cfg().hidden_size, a.routing.n_experts);
+        let router = l.up(&p("gate.weight"), &[n, h])?;
+        let score_bias = if a.score_bias {
+            Some(l.up(&p("gate.e_score_correction_bias"), &[n])?)
+        } else {
+            None
+        };
+        // All experts' gate/up pairs as one group and all downs as another, so a backend can
+        // address expert e at a fixed stride from the first.
+        let inter = a.expert_inter;
+        let gate_up: Vec<_> = (0..n)
+            .flat_map(|e| {
+                ["gate_proj", "up_proj"]
+                    .map(|w| (p(&format!("experts.{e}.{w}.weight")), [inter, h]))
+            })
+            .collect();
+        let downs: Vec<_> = (0..n)
+            .map(|e| (p(&format!("experts.{e}.down_proj.weight")), [h, inter]))
+            .collect();
+        let mut gate_up = l.group_vec(&gate_up)?.into_iter();
+        let experts = l
+            .group_vec(&downs)?
+            .into_iter()
+            .map(|down| {
+                let gate = gate_up.next().expect("two per expert");
+                let up = gate_up.next().expect("two per expert");
+                [gate, up, down]
+            })
+            .collect();
+        let shared = match a.shared_inter {
+            Some(inter) => Some(l.mlp(&p("shared_experts"), inter)?),
+            None => None,
+        };
+        Ok(Ffn::Moe(Box::new(Moe {
+            router,
+            score_bias,
+            experts,
+            shared,
+        })))
+    }
+
+    /// The weight whose kernel path the startup log names.
+    pub fn first_weight(&self) -> &W {
+        match self {
+            Ffn::Dense([gate, ..]) => gate,
+            Ffn::Moe(m) => &m.experts[0][0],
+        }
+    }
+
+    /// The FFN over the normed input `h`; the result lands in `s.down`.
+    pub fn forward<B: Backend<Weight = W>>(
+        &self,
+        b: &B,
+        routing: Option<&MoeRouting>,
+        h: &B::Buf,
+        kinds: &[bool],
+        s: &mut Bufs<B::Buf>,
+    ) {
+        match self {
+            Ffn::Dense([gate, up, down]) => {
+                b.linear_swiglu(h, kinds, gate, up, &mut s.act);
+                b.linear(&s.act, kinds, down, None, &mut s.down);
+            }
+            Ffn::Moe(m) => {
+                let layer = MoeLayer {
+                    routing: routing.expect("a MoE layer comes with its routing"),
+                    router: &m.router,
+                    score_bias: m.score_bias.as_ref(),
+                    experts: &m.experts,
+                    shared: m.shared.as_ref(),
+                };
+                b.moe(h, kinds, &layer, &mut s.down);
+            }
+        }
+    }
+}

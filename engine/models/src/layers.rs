@@ -1,0 +1,107 @@
+//! What every layer kind's loading and forward pass share: pulling weights from a checkpoint
+//! onto a backend, and the activation buffers one forward pass reuses across layers.
+
+use hearth_backend::{Backend, HostWeight};
+
+use crate::config::HfConfig;
+use crate::source::WeightSource;
+use crate::LoadError;
+
+/// A checkpoint being uploaded to a backend.
+pub struct Load<'a, B: Backend> {
+    pub b: &'a B,
+    pub src: &'a dyn WeightSource,
+}
+
+impl<B: Backend> Load<'_, B> {
+    pub fn cfg(&self) -> &HfConfig {
+        self.src.config()
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.src.path()
+    }
+
+    pub fn host(&self, name: &str, shape: &[usize]) -> Result<HostWeight, LoadError> {
+        self.src.require(name, shape)
+    }
+
+    pub fn up(&self, name: &str, shape: &[usize]) -> Result<B::Weight, LoadError> {
+        Ok(self.b.upload(self.host(name, shape)?)?)
+    }
+
+    pub fn up_host(&self, w: HostWeight) -> Result<B::Weight, LoadError> {
+        Ok(self.b.upload(w)?)
+    }
+
+    /// Weights read together, uploaded together (a backend may fuse their matmuls).
+    pub fn group<const N: usize>(
+        &self,
+        parts: [(String, [usize; 2]); N],
+    ) -> Result<[B::Weight; N], LoadError> {
+        Ok(self
+            .group_vec(&parts)?
+            .try_into()
+            .unwrap_or_else(|_| panic!("upload_group returns one weight per input")))
+    }
+
+    /// `group` over any number of weights (a MoE layer's experts, stored back to back).
+    pub fn group_vec(&self, parts: &[(String, [usize; 2])]) -> Result<Vec<B::Weight>, LoadError> {
+        let ws = parts
+            .iter()
+            .map(|(name, shape)| self.host(name, shape))
+            .collect::<Result<Vec<_>, _>>()?;
+        let up = self.b.upload_group(ws)?;
+        assert_eq!(
+            up.len(),
+            parts.len(),
+            "upload_group returns one weight per input"
+        );
+        Ok(up)
+    }
+
+    /// A SwiGLU MLP's gate, up and down projections under `prefix` (`...mlp`).
+    pub fn mlp(&self, prefix: &str, inter: usize) -> Result<[B::Weight; 3], LoadError> {
+        let h = self.cfg().hidden_size;
+        let [gate, up] = self.group([
+            (format!("{prefix}.gate_proj.weight"), [inter, h]),
+            (format!("{prefix}.up_proj.weight"), [inter, h]),
+        ])?;
+        let down = self.up(&format!("{prefix}.down_proj.weight"), &[h, inter])?;
+        Ok([gate, up, down])
+    }
+}
+
+/// Activation buffers of one forward pass, reused by every layer.
+pub struct Bufs<Buf> {
+    pub q: Buf,
+    pub k: Buf,
+    pub v: Buf,
+    pub attn: Buf,
+    pub o: Buf,
+    pub act: Buf,
+    pub down: Buf,
+    /// MLA's extra intermediates.
+    pub q_a: Buf,
+    pub q_a_norm: Buf,
+    pub q_rope: Buf,
+    pub latent: Buf,
+}
+
+impl<Buf> Bufs<Buf> {
+    pub fn new<B: Backend<Buf = Buf>>(b: &B) -> Self {
+        Bufs {
+            q: b.buf(0),
+            k: b.buf(0),
+            v: b.buf(0),
+            attn: b.buf(0),
+            o: b.buf(0),
+            act: b.buf(0),
+            down: b.buf(0),
+            q_a: b.buf(0),
+            q_a_norm: b.buf(0),
+            q_rope: b.buf(0),
+            latent: b.buf(0),
+        }
+    }
+}
