@@ -5,6 +5,8 @@
 # because one carry is limited to 64 MiB: part 1 in devbin/, part 2 in devbin2/ carried by the
 # next call while the machine is still warm). Usage: tests/device/run.sh STAGE...
 #   ops      op-level CUDA-vs-CPU tests, the tiny HF fixtures on CUDA, compute-sanitizer memcheck
+#   moe      MoE/MLA op tests vs the CPU, every tiny HF fixture (dense, MoE, MLA) on CUDA,
+#            compute-sanitizer memcheck over the MoE/MLA op tests
 #   kernels  each op's speed at Qwen3-8B shapes vs the copy bandwidth (benches/cuda_kernels.rs)
 #   fp8      the Qwen3-8B-shaped checkpoint with an fp8 e4m3 KV cache: pp/tg bench, 64 concurrent
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
@@ -41,6 +43,11 @@ ops)
     HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1
+    ;;
+moe)
+    HEARTH_TEST_CUDA=1 t cuda_moe_mla "$B/cuda_moe_mla" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_moe compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_moe_mla" --test-threads=1
     ;;
 qwen3)
     t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
