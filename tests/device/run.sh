@@ -7,6 +7,9 @@
 #   ops      op-level CUDA-vs-CPU tests, the tiny HF fixtures on CUDA, compute-sanitizer memcheck
 #   moe      MoE/MLA op tests vs the CPU, every tiny HF fixture (dense, MoE, MLA) on CUDA,
 #            compute-sanitizer memcheck over the MoE/MLA op tests
+#   glm      GLM-4.7-Flash-shaped model (random weights made by the engine): batch-1 decode vs
+#            the roofline of the bytes read per token; 32 concurrent 8192-token prompts with 1024
+#            outputs each (fp8 latent cache)
 #   kernels  each op's speed at Qwen3-8B shapes vs the copy bandwidth (benches/cuda_kernels.rs)
 #   fp8      the Qwen3-8B-shaped checkpoint with an fp8 e4m3 KV cache: pp/tg bench, 64 concurrent
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
@@ -48,6 +51,13 @@ moe)
     HEARTH_TEST_CUDA=1 t cuda_moe_mla "$B/cuda_moe_mla" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_moe compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_moe_mla" --test-threads=1
+    ;;
+glm)
+    t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    t glm_roofline python3 tests/device/glm47_flash.py roofline /tmp/glm
+    t glm_bench "$E" bench --model /tmp/glm -p 512,8192 -n 128 -r 1
+    printf 'name: glm-flash\nmodel: /tmp/glm\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 9472, max_num_seqs: 32}\n' > /tmp/glm-fp8.yaml
+    t glm_c32 "$E" bench --spec /tmp/glm-fp8.yaml --concurrency 32 --serve-prompt 8192 --serve-gen 1024
     ;;
 qwen3)
     t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK

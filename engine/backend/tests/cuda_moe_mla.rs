@@ -151,7 +151,7 @@ fn moe_matches_cpu() {
         let shared_c: [_; 3] = sc.try_into().ok().unwrap();
         let shared_g: [_; 3] = sg.try_into().ok().unwrap();
         let sig = scoring == MoeScoring::Sigmoid;
-        for rows in [1, 5, 20] {
+        for rows in [1, 5, 20, 150] {
             let x = rand(rows * hidden, 3 + rows as u64);
             // The GPU rounds matmul inputs to bf16 past 8 rows: the CPU gets the same x then.
             let xc = if rows > 8 { bf(&x) } else { x.clone() };

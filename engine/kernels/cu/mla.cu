@@ -38,7 +38,8 @@ extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, co
     write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
 }
 
-// One block of MLA_WARPS warps per (row, head): the warps take every MLA_WARPS-th key of the
+// One block of MLA_WARPS warps per (head, row), heads varying fastest so that a row's heads
+// read its latent rows from L2 together: the warps take every MLA_WARPS-th key of the
 // row's causal context with their own online softmax (lanes own latent dims lane + 32 i), then
 // merge. rank is a multiple of 32, at most MLA_MAX_RANK. Padded rows (no context) write zeros.
 template <typename T>
@@ -53,7 +54,7 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
     __shared__ float m_s[MLA_WARPS], l_s[MLA_WARPS];
     __shared__ float acc_s[MLA_WARPS][MLA_MAX_RANK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int row = blockIdx.x, h = blockIdx.y;
+    const int h = blockIdx.x, row = blockIdx.y;
     const uint32_t* info = seq_info + 4 * tok_seq[row];
     const int n_keys = (int)info[2] - (int)info[1] + (row - (int)info[0]) + 1;
     const uint32_t* table = block_tables + info[3];

