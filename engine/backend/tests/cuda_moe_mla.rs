@@ -202,21 +202,25 @@ fn linear_heads_matches_cpu() {
     }
 }
 
-/// Sequence A: 9 cached tokens, then a 12-token chunk; B: 6 cached, one decode row; and a
-/// padding row (no context, no slot) that must come out as zeros.
+/// Sequence A: 9 cached tokens, then a chunk of 12 queries (the per-row kernel) or 100 (the
+/// GEMM path); B: 6 cached, one decode row; and a padding row (no context, no slot) that must
+/// come out as zeros.
 #[test]
 fn mla_attention_matches_cpu_on_a_mixed_batch() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
-    for (rank, rope, heads, dtype) in [
-        (512, 64, 16, KvDtype::Bf16),
-        (512, 64, 20, KvDtype::Fp8E4m3),
-        (32, 8, 4, KvDtype::Bf16),
+    for (rank, rope, heads, dtype, chunk) in [
+        (512, 64, 16, KvDtype::Bf16, 12),
+        (512, 64, 20, KvDtype::Fp8E4m3, 12),
+        (32, 8, 4, KvDtype::Bf16, 12),
+        (512, 64, 20, KvDtype::Bf16, 100),
+        (512, 64, 20, KvDtype::Fp8E4m3, 100),
+        (32, 16, 4, KvDtype::Bf16, 100),
     ] {
         let bs = 4;
         let spec = KvCacheSpec {
             num_layers: 2,
-            num_blocks: 32,
+            num_blocks: 64,
             block_size: bs,
             num_kv_heads: 1,
             head_dim: rank + rope,
@@ -227,8 +231,10 @@ fn mla_attention_matches_cpu_on_a_mixed_batch() {
             cpu.alloc_kv(spec).unwrap(),
             gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
         );
-        let a_blocks: Vec<u32> = (0..6).map(|i| (i * 5 + 3) % 32).collect();
-        let b_blocks: Vec<u32> = vec![30, 31];
+        let a_blocks: Vec<u32> = (0..(9 + chunk as u32).div_ceil(4))
+            .map(|i| (i * 5 + 3) % 64)
+            .collect();
+        let b_blocks: Vec<u32> = (0..64).filter(|b| !a_blocks.contains(b)).take(2).collect();
         let slot = |blocks: &[u32], p: usize| blocks[p / bs] * bs as u32 + (p % bs) as u32;
         let seq = |query_start, query_len, context_len, table: &Vec<u32>| SeqAttn {
             query_start,
@@ -263,28 +269,28 @@ fn mla_attention_matches_cpu_on_a_mixed_batch() {
             .chain((0..6).map(|p| slot(&b_blocks, p)))
             .collect();
         write(15, prefix, 20, &mut kc, &mut kg);
-        let rows = 12 + 1 + 1;
+        let rows = chunk + 1 + 1;
         let step = ForwardBatch {
             tokens: vec![0; rows],
-            positions: (9..21).chain([6, 0]).collect(),
+            positions: (9..9 + chunk as u32).chain([6, 0]).collect(),
             attn: AttnMetadata {
                 seqs: vec![
-                    seq(0, 12, 21, &a_blocks),
-                    seq(12, 1, 7, &b_blocks),
-                    seq(13, 1, 0, &vec![]),
+                    seq(0, chunk, 9 + chunk, &a_blocks),
+                    seq(chunk, 1, 7, &b_blocks),
+                    seq(chunk + 1, 1, 0, &vec![]),
                 ],
-                prefill: (0..rows).map(|r| r < 12).collect(),
-                slot_mapping: (9..21)
+                prefill: (0..rows).map(|r| r < chunk).collect(),
+                slot_mapping: (9..9 + chunk)
                     .map(|p| slot(&a_blocks, p))
                     .chain([slot(&b_blocks, 6), NO_SLOT])
                     .collect(),
             },
-            logits_rows: vec![11, 12],
+            logits_rows: vec![chunk - 1, chunk],
         };
         // The CPU cache cannot take a padding row's slot: it writes the 13 real rows.
         let (lat, kr) = (bf(&rand(rows * rank, 30)), bf(&rand(rows * rope, 31)));
         let mut cpu_step = step.clone();
-        cpu_step.attn.slot_mapping[13] = NO_SLOT;
+        cpu_step.attn.slot_mapping[chunk + 1] = NO_SLOT;
         let sc = cpu.begin_step(&cpu_step);
         cpu.write_latent(&mut kc, 1, &lat, &kr, &sc);
         let sg = gpu.begin_step(&step);

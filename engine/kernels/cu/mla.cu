@@ -49,13 +49,15 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
                                          const uint32_t* __restrict__ tok_seq,
                                          const uint32_t* __restrict__ seq_info,
                                          const uint32_t* __restrict__ block_tables, int n_heads,
-                                         int rank, int rope, int block_size, float scale) {
+                                         int rank, int rope, int block_size, float scale,
+                                         int gemm_min_queries) {
     constexpr int PER = MLA_MAX_RANK / 32;
     __shared__ float m_s[MLA_WARPS], l_s[MLA_WARPS];
     __shared__ float acc_s[MLA_WARPS][MLA_MAX_RANK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int h = blockIdx.x, row = blockIdx.y;
     const uint32_t* info = seq_info + 4 * tok_seq[row];
+    if ((int)info[1] >= gemm_min_queries) return;  // the GEMM path's
     const int n_keys = (int)info[2] - (int)info[1] + (row - (int)info[0]) + 1;
     const uint32_t* table = block_tables + info[3];
     const int width = rank + rope, per = rank / 32;
@@ -111,17 +113,18 @@ extern "C" __global__ void mla_attention(const float* q_lat, const float* q_rope
                                          const bf16* cache, float* out, const uint32_t* tok_seq,
                                          const uint32_t* seq_info, const uint32_t* block_tables,
                                          int n_heads, int rank, int rope, int block_size,
-                                         float scale) {
+                                         float scale, int gemm_min_queries) {
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
-             block_size, scale);
+             block_size, scale, gemm_min_queries);
 }
 extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_rope,
                                              const fp8* cache, float* out,
                                              const uint32_t* tok_seq, const uint32_t* seq_info,
                                              const uint32_t* block_tables, int n_heads, int rank,
-                                             int rope, int block_size, float scale) {
+                                             int rope, int block_size, float scale,
+                                             int gemm_min_queries) {
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
-             block_size, scale);
+             block_size, scale, gemm_min_queries);
 }
 
 // out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]).
@@ -139,4 +142,72 @@ extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16*
     for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
     s = warp_sum(s);
     if (lane == 0) out[rh * n + j] = s;
+}
+
+// The GEMM path for long prefill chunks (cuBLASLt does Q K^T and P V on tensor cores):
+// a sequence's latent rows gathered as K [ctx_pad, rank + rope] and V^T [rank, ctx_pad] in
+// bf16 (zero past ctx). Grid ctx_pad.
+template <typename T>
+__device__ __forceinline__ void mla_gather_body(const T* __restrict__ cache,
+                                                const uint32_t* __restrict__ seq_info,
+                                                const uint32_t* __restrict__ block_tables,
+                                                int seq, int ctx, int ctx_pad, int rank, int rope,
+                                                int block_size, bf16* __restrict__ K,
+                                                bf16* __restrict__ Vt) {
+    const int t = blockIdx.x, width = rank + rope;
+    const uint32_t* table = block_tables + seq_info[4 * seq + 3];
+    const T* src = t < ctx ? cache + ((size_t)table[t / block_size] * block_size + t % block_size) *
+                                         width
+                           : nullptr;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        const bf16 v = __float2bfloat16(src ? kv_load(src + i) : 0.f);
+        K[(size_t)t * width + i] = v;
+        if (i < rank) Vt[(size_t)i * ctx_pad + t] = v;
+    }
+}
+extern "C" __global__ void mla_gather(const bf16* cache, const uint32_t* seq_info,
+                                      const uint32_t* block_tables, int seq, int ctx, int ctx_pad,
+                                      int rank, int rope, int block_size, bf16* K, bf16* Vt) {
+    mla_gather_body(cache, seq_info, block_tables, seq, ctx, ctx_pad, rank, rope, block_size, K,
+                    Vt);
+}
+extern "C" __global__ void mla_gather_fp8(const fp8* cache, const uint32_t* seq_info,
+                                          const uint32_t* block_tables, int seq, int ctx,
+                                          int ctx_pad, int rank, int rope, int block_size, bf16* K,
+                                          bf16* Vt) {
+    mla_gather_body(cache, seq_info, block_tables, seq, ctx, ctx_pad, rank, rope, block_size, K,
+                    Vt);
+}
+
+// Q [rows * n_heads, rank + rope] bf16 = [q_lat | q_rope] of rows row0.. Grid rows * n_heads.
+extern "C" __global__ void mla_q_pack(const float* __restrict__ q_lat,
+                                      const float* __restrict__ q_rope, int row0, int n_heads,
+                                      int rank, int rope, bf16* __restrict__ Q) {
+    const size_t rh = (size_t)row0 * n_heads + blockIdx.x, width = rank + rope;
+    for (int i = threadIdx.x; i < rank + rope; i += blockDim.x)
+        Q[blockIdx.x * width + i] =
+            __float2bfloat16(i < rank ? q_lat[rh * rank + i] : q_rope[rh * rope + i - rank]);
+}
+
+// Causal softmax of the scores S [m, ctx_pad] (row r: query t0 + r / n_heads of a chunk whose
+// first query sits at position `first`) into P (bf16, zero past the visible keys). Grid m.
+extern "C" __global__ void mla_softmax(const float* __restrict__ S, bf16* __restrict__ P,
+                                       int n_heads, int ctx_pad, int first, int t0, float scale) {
+    const size_t r = blockIdx.x;
+    const int visible = first + t0 + (int)(r / n_heads) + 1;
+    const float* s = S + r * ctx_pad;
+    bf16* p = P + r * ctx_pad;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < visible; i += blockDim.x) m = fmaxf(m, s[i] * scale);
+    __shared__ float red[32];
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = -INFINITY;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, red[w]);
+    float sum = 0.f;
+    for (int i = threadIdx.x; i < visible; i += blockDim.x) sum += expf(s[i] * scale - m);
+    const float inv = 1.f / block_sum(sum);
+    for (int i = threadIdx.x; i < ctx_pad; i += blockDim.x)
+        p[i] = __float2bfloat16(i < visible ? expf(s[i] * scale - m) * inv : 0.f);
 }

@@ -56,6 +56,9 @@ pub struct Kernels {
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
+    mla_gather: [CudaFunction; 2],
+    mla_q_pack: CudaFunction,
+    mla_softmax: CudaFunction,
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -160,6 +163,9 @@ impl Kernels {
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
+            mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],
+            mla_q_pack: f("mla_q_pack")?,
+            mla_softmax: f("mla_softmax")?,
             stream,
             skip: AtomicBool::new(false),
         };

@@ -62,6 +62,8 @@ struct State {
     moe: Option<(CudaSlice<u8>, u64)>,
     /// The grouped (prefill) MoE path's routes, gathered rows and expert outputs.
     moe_grouped: Option<(CudaSlice<u8>, u64)>,
+    /// MLA's GEMM path: gathered latent rows, packed queries, scores and probabilities.
+    mla: Option<(CudaSlice<u8>, u64)>,
     graphs: DecodeGraphs,
     /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
     /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
@@ -158,6 +160,7 @@ impl CudaBackend {
             attn_parts: None,
             moe: None,
             moe_grouped: None,
+            mla: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
             moves: 0,

@@ -17,6 +17,11 @@ fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
     ((2 * inter * hidden * 2) as u64, (hidden * inter * 2) as u64)
 }
 
+/// Sequences with at least this many queries in a step (prefill chunks) take MLA's GEMM path.
+const MLA_GEMM_MIN_QUERIES: usize = 64;
+/// The GEMM path's score tile, in bytes.
+const MLA_SCORES_BYTES: usize = 256 << 20;
+
 /// Start of the next 256-byte aligned piece of a carved buffer.
 fn carve(at: &mut u64, bytes: usize) -> u64 {
     let p = *at;
@@ -282,7 +287,73 @@ impl CudaBackend {
             rows,
             fp8: cache.fp8(),
         };
-        let r = self.kernels.mla_attention(&a, shape, cache.spec.block_size);
-        self.finish("mla_attention", t0, r);
+        let long: Vec<usize> = (0..step.seqs.len())
+            .filter(|&s| step.seqs[s][1] >= MLA_GEMM_MIN_QUERIES)
+            .collect();
+        let min = if long.is_empty() {
+            usize::MAX
+        } else {
+            MLA_GEMM_MIN_QUERIES
+        };
+        let bs = cache.spec.block_size;
+        let r = self
+            .kernels
+            .mla_attention(&a, shape, bs, min)
+            .and_then(|_| {
+                long.iter()
+                    .try_for_each(|&s| self.mla_gemm_seq(&a, shape, bs, s, step.seqs[s]))
+            });
+        let op = if long.is_empty() {
+            "mla_attention (rows)"
+        } else {
+            "mla_attention (GEMMs)"
+        };
+        self.finish(op, t0, r);
+    }
+
+    /// One long prefill chunk's MLA as cuBLASLt GEMMs: S = Q K^T over its gathered latent rows,
+    /// a causal softmax, O = P V, in query tiles that keep S within MLA_SCORES_BYTES.
+    fn mla_gemm_seq(
+        &self,
+        a: &MlaLaunch,
+        shape: MlaShape,
+        block_size: usize,
+        seq: usize,
+        [query_start, query_len, ctx]: [usize; 3],
+    ) -> Result<(), super::BackendError> {
+        let (nh, rank, rope) = (shape.n_heads, shape.kv_lora_rank, shape.rope_dim);
+        let width = rank + rope;
+        let ctx_pad = ctx.next_multiple_of(8);
+        let tile = (MLA_SCORES_BYTES / (nh * ctx_pad * 4)).clamp(1, query_len);
+        let m_max = tile * nh;
+        let bytes = [
+            ctx_pad * width * 2,
+            rank * ctx_pad * 2,
+            m_max * width * 2,
+            m_max * ctx_pad * 4,
+            m_max * ctx_pad * 2,
+        ];
+        let total = bytes.iter().map(|b| b.div_ceil(256) * 256).sum();
+        let mut at = self.fixed_buf(|st| &mut st.mla, total)?;
+        let [k, vt, q, s, p] = bytes.map(|b| carve(&mut at, b));
+        self.kernels
+            .mla_gather(a, seq, (ctx, ctx_pad), (rank, rope, block_size), (k, vt))?;
+        let first = ctx - query_len;
+        for t0 in (0..query_len).step_by(tile) {
+            let rows = tile.min(query_len - t0);
+            let m = rows * nh;
+            self.kernels
+                .mla_q_pack(a, (query_start + t0, rows, nh), (rank, rope), q)?;
+            if !self.kernels.skipping() {
+                self.state().gemm.run(k, q, s, (m, ctx_pad, width))?;
+            }
+            self.kernels
+                .mla_softmax((s, p), m, nh, ctx_pad, (first, t0), shape.scale)?;
+            let out = a.out + ((query_start + t0) * nh * rank * 4) as u64;
+            if !self.kernels.skipping() {
+                self.state().gemm.run(vt, p, out, (m, rank, ctx_pad))?;
+            }
+        }
+        Ok(())
     }
 }

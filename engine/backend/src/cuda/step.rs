@@ -39,6 +39,8 @@ pub struct CudaStep {
     /// (sequence, first row) of each 64-row tile of the longer sequences, and how many.
     pub tiles: u64,
     pub n_tiles: usize,
+    /// Each sequence's (query_start, query_len, context_len), on the host.
+    pub seqs: Vec<[usize; 3]>,
 }
 
 #[derive(Default)]
@@ -158,6 +160,12 @@ impl Staging {
             n_short_rows: n_short,
             tiles: at(tiles_at),
             n_tiles,
+            seqs: b
+                .attn
+                .seqs
+                .iter()
+                .map(|s| [s.query_start, s.query_len, s.context_len])
+                .collect(),
         };
         Ok((step, moved))
     }

@@ -195,12 +195,15 @@ impl Kernels {
     }
 
     /// MLA over the latent cache: one block per (head, row); rows up to 65,535 per launch.
+    /// Rows of sequences with at least `gemm_min_queries` queries are left to the GEMM path.
     pub fn mla_attention(
         &self,
         a: &MlaLaunch,
         shape: crate::MlaShape,
         block_size: usize,
+        gemm_min_queries: usize,
     ) -> Result<(), BackendError> {
+        let gmq = gemm_min_queries.min(i32::MAX as usize) as i32;
         let (nh, r, p, bs) = (
             shape.n_heads as i32,
             shape.kv_lora_rank as i32,
@@ -222,7 +225,94 @@ impl Kernels {
             r,
             p,
             bs,
-            shape.scale
+            shape.scale,
+            gmq
+        )
+    }
+
+    /// Sequence `seq`'s `ctx` latent rows as K `[ctx_pad, width]` and V^T `[rank, ctx_pad]`
+    /// (bf16, zero past ctx).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mla_gather(
+        &self,
+        a: &MlaLaunch,
+        seq: usize,
+        (ctx, ctx_pad): (usize, usize),
+        (rank, rope, block_size): (usize, usize, usize),
+        (k, vt): (u64, u64),
+    ) -> Result<(), BackendError> {
+        let (s, c, cp, r, p, bs) = (
+            seq as i32,
+            ctx as i32,
+            ctx_pad as i32,
+            rank as i32,
+            rope as i32,
+            block_size as i32,
+        );
+        launch!(
+            @fn self,
+            &self.mla_gather[usize::from(a.fp8)],
+            cfg((ctx_pad as u32, 1), 256),
+            a.cache,
+            a.seq_info,
+            a.block_tables,
+            s,
+            c,
+            cp,
+            r,
+            p,
+            bs,
+            k,
+            vt
+        )
+    }
+
+    /// Q `[rows * n_heads, rank + rope]` bf16 from rows `row0..` of q_lat and q_rope.
+    pub fn mla_q_pack(
+        &self,
+        a: &MlaLaunch,
+        (row0, rows, n_heads): (usize, usize, usize),
+        (rank, rope): (usize, usize),
+        q: u64,
+    ) -> Result<(), BackendError> {
+        let (r0, nh, r, p) = (row0 as i32, n_heads as i32, rank as i32, rope as i32);
+        launch!(
+            self,
+            mla_q_pack,
+            cfg(((rows * n_heads) as u32, 1), 128),
+            a.q_lat,
+            a.q_rope,
+            r0,
+            nh,
+            r,
+            p,
+            q
+        )
+    }
+
+    /// Causal softmax of `m` score rows of `ctx_pad` into bf16 probabilities.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mla_softmax(
+        &self,
+        (s, p): (u64, u64),
+        m: usize,
+        n_heads: usize,
+        ctx_pad: usize,
+        (first, t0): (usize, usize),
+        scale: f32,
+    ) -> Result<(), BackendError> {
+        let (nh, cp, f, t) = (n_heads as i32, ctx_pad as i32, first as i32, t0 as i32);
+        launch!(
+            self,
+            mla_softmax,
+            cfg((m as u32, 1), 256),
+            s,
+            p,
+            nh,
+            cp,
+            f,
+            t,
+            scale
         )
     }
 }
