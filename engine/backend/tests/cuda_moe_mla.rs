@@ -187,18 +187,25 @@ fn moe_matches_cpu() {
 fn linear_heads_matches_cpu() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
-    for (rows, heads, n, k) in [(1, 4, 64, 48), (7, 20, 512, 192), (12, 3, 40, 512)] {
+    for (rows, heads, n, k) in [
+        (1, 4, 64, 48),
+        (7, 20, 512, 192),
+        (12, 3, 40, 512),
+        (300, 20, 256, 512),
+    ] {
         let (wc, wg) = group(&cpu, &gpu, &[([heads * n, k], 5)], 1.0);
         let x = rand(rows * heads * k, 6);
         let kinds = vec![false; rows];
+        // Past the GEMV rows the GPU runs a GEMM per head on bf16 inputs.
+        let xc = if rows > 8 { bf(&x) } else { x.clone() };
         let mut oc = cpu.buf(0);
-        cpu.linear_heads(&x, &kinds, &wc[0], heads, &mut oc);
+        cpu.linear_heads(&xc, &kinds, &wc[0], heads, &mut oc);
         gpu.begin_step(&rows_batch(rows));
         let mut og = gpu.buf(0);
         gpu.linear_heads(&gpu.buf_from_host(&x), &kinds, &wg[0], heads, &mut og);
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_heads rows {rows} heads {heads} [{n}, {k}]: max rel diff {d:.2e}");
-        assert!(d < 1e-4, "linear_heads: {d}");
+        assert!(d < 1e-3, "linear_heads: {d}");
     }
 }
 
@@ -340,12 +347,14 @@ fn mla_attention_matches_cpu_on_a_mixed_batch() {
         let got = gpu.to_host(&og);
         let (got, pad) = got.split_at(real_rows * heads * rank);
         let d = max_rel(got, &oc);
-        let tolerance = match dtype {
-            KvDtype::Bf16 => 1e-4,
-            KvDtype::Fp8E4m3 => 8e-2,
+        // The GEMM path (chunks of 64 queries or more) rounds queries and probabilities to bf16.
+        let tolerance = match (dtype, chunk >= 64) {
+            (KvDtype::Bf16, false) => 1e-4,
+            (KvDtype::Bf16, true) => 2e-2,
+            (KvDtype::Fp8E4m3, _) => 8e-2,
         };
         println!(
-            "mla rank {rank} rope {rope} heads {heads} {}: max rel diff {d:.2e}",
+            "mla rank {rank} rope {rope} heads {heads} {} chunk {chunk}: max rel diff {d:.2e}",
             dtype.name()
         );
         assert!(d < tolerance, "mla {}: {d}", dtype.name());

@@ -36,8 +36,11 @@ pub struct Gemm {
     handle: sys::cublasLtHandle_t,
     stream: Arc<CudaStream>,
     workspace: CudaSlice<u8>,
-    plans: HashMap<(usize, usize, usize), Plan>,
+    /// By (m, n, k, row stride of x, row stride of y).
+    plans: HashMap<Shape, Plan>,
 }
+
+type Shape = (usize, usize, usize, usize, usize);
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
 // lock; cuBLASLt handles may move between threads when not used concurrently.
@@ -59,23 +62,17 @@ impl Gemm {
         })
     }
 
-    fn plan(
-        &mut self,
-        (m, n, k): (usize, usize, usize),
-        bufs: [u64; 3],
-    ) -> Result<&Plan, BackendError> {
-        if !self.plans.contains_key(&(m, n, k)) {
-            let plan = self.make_plan(m, n, k, bufs)?;
-            self.plans.insert((m, n, k), plan);
+    fn plan(&mut self, shape: Shape, bufs: [u64; 3]) -> Result<&Plan, BackendError> {
+        if !self.plans.contains_key(&shape) {
+            let plan = self.make_plan(shape, bufs)?;
+            self.plans.insert(shape, plan);
         }
-        Ok(&self.plans[&(m, n, k)])
+        Ok(&self.plans[&shape])
     }
 
     fn make_plan(
         &self,
-        m: usize,
-        n: usize,
-        k: usize,
+        (m, n, k, ldx, ldy): Shape,
         [w, x, y]: [u64; 3],
     ) -> Result<Plan, BackendError> {
         use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
@@ -99,8 +96,8 @@ impl Gemm {
                 .map_err(|e| err("matrix layout", e))
         };
         let a = layout(CUDA_R_16BF, k, n, k)?;
-        let b = layout(CUDA_R_16BF, k, m, k)?;
-        let d = layout(CUDA_R_32F, n, m, n)?;
+        let b = layout(CUDA_R_16BF, k, m, ldx)?;
+        let d = layout(CUDA_R_32F, n, m, ldy)?;
         let mut plan = Plan {
             desc,
             a,
@@ -209,8 +206,22 @@ impl Gemm {
         y: u64,
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BackendError> {
-        self.plan((m, n, k), [w, x, y])?;
-        let plan = &self.plans[&(m, n, k)];
+        self.run_strided(w, x, y, (m, n, k), (k, n))
+    }
+
+    /// `run` with rows of x `ldx` and rows of y `ldy` values apart (one head's columns of a
+    /// per-head matmul).
+    pub fn run_strided(
+        &mut self,
+        w: u64,
+        x: u64,
+        y: u64,
+        (m, n, k): (usize, usize, usize),
+        (ldx, ldy): (usize, usize),
+    ) -> Result<(), BackendError> {
+        let shape = (m, n, k, ldx, ldy);
+        self.plan(shape, [w, x, y])?;
+        let plan = &self.plans[&shape];
         self.matmul(plan, [w, x, y])
             .map_err(|e| BackendError::Cuda(format!("m={m} n={n} k={k}: {e}")))
     }
@@ -220,8 +231,8 @@ impl Gemm {
         let (alpha, beta) = (1f32, 0f32);
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
-        // SAFETY: w holds n*k bf16, x m*k bf16 and y m*n f32 (run's contract); the plan's
-        // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
+        // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n f32 ldy
+        // apart (run_strided's contract); the plan's layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
         // used on this stream.
         unsafe {
             result::matmul(

@@ -1,6 +1,7 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
 //! moe.cu and mla.cu (launchers in kernels/moe_mla.rs).
 
+use super::kernels::GEMV_MAX_ROWS;
 use super::kernels::{
     MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
@@ -223,10 +224,29 @@ impl CudaBackend {
         let n = wr / n_heads;
         debug_assert_eq!(x.len, rows * n_heads * k);
         self.ensure(out, rows * n_heads * n);
-        let r = self
-            .kernels
-            .linear_heads((x.f32("linear_heads"), wp, out.ptr), (rows, n_heads, n, k));
-        self.finish("linear_heads", t0, r);
+        if rows <= GEMV_MAX_ROWS {
+            let r = self
+                .kernels
+                .linear_heads((x.f32("linear_heads"), wp, out.ptr), (rows, n_heads, n, k));
+            return self.finish("linear_heads (dots)", t0, r);
+        }
+        // One cuBLASLt GEMM per head over its columns of x (bf16) and of out.
+        let r = self.bf16_copy(x, rows * n_heads * k).and_then(|xs| {
+            if self.kernels.skipping() {
+                return Ok(());
+            }
+            let mut st = self.state();
+            (0..n_heads).try_for_each(|h| {
+                st.gemm.run_strided(
+                    wp + (h * n * k * 2) as u64,
+                    xs + (h * k * 2) as u64,
+                    out.ptr + (h * n * 4) as u64,
+                    (rows, n, k),
+                    (n_heads * k, n_heads * n),
+                )
+            })
+        });
+        self.finish("linear_heads (GEMMs)", t0, r);
     }
 
     pub(super) fn write_latent_op(
