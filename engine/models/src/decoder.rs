@@ -249,11 +249,17 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
 
     fn forward(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32> {
         let logits = self.logits(b, batch, kv);
+        if batch.logits_rows.is_empty() {
+            return Vec::new();
+        }
         b.to_host(&logits)
     }
 
     fn forward_greedy(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32> {
         let logits = self.logits(b, batch, kv);
+        if batch.logits_rows.is_empty() {
+            return Vec::new();
+        }
         b.argmax_rows(&logits, self.info.vocab_size)
     }
 
@@ -265,6 +271,9 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
         rows: &[hearth_backend::SampleRow],
     ) -> Vec<u32> {
         let logits = self.logits(b, batch, kv);
+        if batch.logits_rows.is_empty() {
+            return Vec::new();
+        }
         b.sample_rows(&logits, self.info.vocab_size, rows)
     }
 }
@@ -299,6 +308,11 @@ impl<B: Backend> Decoder<B> {
             b.add_rms_norm(&mut x, &s.down, next_norm, self.eps, &mut h);
         }
         let mut last = b.buf(0);
+        if batch.logits_rows.is_empty() {
+            // A step of prompt chunks none of which ends its prompt: the cache is filled, no
+            // logits are wanted (and a zero-row matmul is no kernel launch).
+            return last;
+        }
         b.gather_logits_rows(&h, self.hidden, &step, &mut last);
         let mut logits = b.buf(0);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
