@@ -38,10 +38,12 @@ extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, co
     write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
 }
 
-// One block of MLA_WARPS warps per (head, row), heads varying fastest so that a row's heads
-// read its latent rows from L2 together: the warps take every MLA_WARPS-th key of the
-// row's causal context with their own online softmax (lanes own latent dims lane + 32 i), then
-// merge. rank is a multiple of 32, at most MLA_MAX_RANK. Padded rows (no context) write zeros.
+// One block of MLA_WARPS warps per (head, row, split), heads varying fastest so that a row's
+// heads read its latent rows from L2 together: split z of gridDim.z takes the z-th share of the
+// row's causal context, its warps every MLA_WARPS-th key of it with their own online softmax
+// (lanes own latent dims lane + 32 i), then merge. With one split the block writes the output
+// (zeros for a padded row, which has no context); with several it writes its (max, sum,
+// unnormalized output) to `part` for mla_merge. rank is a multiple of 32, at most MLA_MAX_RANK.
 template <typename T>
 __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
                                          const float* __restrict__ q_rope,
@@ -50,7 +52,7 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
                                          const uint32_t* __restrict__ seq_info,
                                          const uint32_t* __restrict__ block_tables, int n_heads,
                                          int rank, int rope, int block_size, float scale,
-                                         int gemm_min_queries) {
+                                         int gemm_min_queries, float* __restrict__ part) {
     constexpr int PER = MLA_MAX_RANK / 32;
     __shared__ float m_s[MLA_WARPS], l_s[MLA_WARPS];
     __shared__ float acc_s[MLA_WARPS][MLA_MAX_RANK];
@@ -59,6 +61,8 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
     const uint32_t* info = seq_info + 4 * tok_seq[row];
     if ((int)info[1] >= gemm_min_queries) return;  // the GEMM path's
     const int n_keys = (int)info[2] - (int)info[1] + (row - (int)info[0]) + 1;
+    const int share = (max(n_keys, 0) + gridDim.z - 1) / gridDim.z;
+    const int k_lo = blockIdx.z * share, k_hi = min(n_keys, k_lo + share);
     const uint32_t* table = block_tables + info[3];
     const int width = rank + rope, per = rank / 32;
     const float* ql = q_lat + ((size_t)row * n_heads + h) * rank;
@@ -70,7 +74,7 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
         acc[i] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
-    for (int t = warp; t < n_keys; t += MLA_WARPS) {
+    for (int t = k_lo + warp; t < k_hi; t += MLA_WARPS) {
         const size_t slot = (size_t)table[t / block_size] * block_size + t % block_size;
         const T* kr = cache + slot * width;
         float c[PER], s = 0.f;
@@ -101,11 +105,53 @@ __device__ __forceinline__ void mla_body(const float* __restrict__ q_lat,
     float l_all = 0.f;
     for (int w = 0; w < MLA_WARPS; w++)
         if (l_s[w] > 0.f) l_all += l_s[w] * expf(m_s[w] - m_all);
-    float* o = out + ((size_t)row * n_heads + h) * rank;
+    if (gridDim.z == 1) {
+        float* o = out + ((size_t)row * n_heads + h) * rank;
+        for (int d = threadIdx.x; d < rank; d += blockDim.x) {
+            float v = 0.f;
+            for (int w = 0; w < MLA_WARPS; w++)
+                if (l_s[w] > 0.f) v += acc_s[w][d] * expf(m_s[w] - m_all);
+            o[d] = l_all > 0.f ? v / l_all : 0.f;
+        }
+        return;
+    }
+    float* pp = part + (((size_t)row * n_heads + h) * gridDim.z + blockIdx.z) * (rank + 2);
+    if (threadIdx.x == 0) {
+        pp[0] = m_all;
+        pp[1] = l_all;
+    }
     for (int d = threadIdx.x; d < rank; d += blockDim.x) {
         float v = 0.f;
         for (int w = 0; w < MLA_WARPS; w++)
             if (l_s[w] > 0.f) v += acc_s[w][d] * expf(m_s[w] - m_all);
+        pp[2 + d] = v;
+    }
+}
+
+// Combines the splits' partials of each (head, row) into the output (zeros for rows without
+// context); rows left to the GEMM path are skipped. Grid (n_heads, rows).
+extern "C" __global__ void mla_merge(const float* __restrict__ part, float* __restrict__ out,
+                                     const uint32_t* __restrict__ tok_seq,
+                                     const uint32_t* __restrict__ seq_info, int n_heads, int rank,
+                                     int n_splits, int gemm_min_queries) {
+    const int h = blockIdx.x, row = blockIdx.y;
+    if ((int)seq_info[4 * tok_seq[row] + 1] >= gemm_min_queries) return;
+    const float* pp = part + ((size_t)row * n_heads + h) * n_splits * (rank + 2);
+    float m_all = -INFINITY;
+    for (int z = 0; z < n_splits; z++)
+        if (pp[z * (rank + 2) + 1] > 0.f) m_all = fmaxf(m_all, pp[z * (rank + 2)]);
+    float l_all = 0.f;
+    for (int z = 0; z < n_splits; z++) {
+        const float* q = pp + z * (rank + 2);
+        if (q[1] > 0.f) l_all += q[1] * expf(q[0] - m_all);
+    }
+    float* o = out + ((size_t)row * n_heads + h) * rank;
+    for (int d = threadIdx.x; d < rank; d += blockDim.x) {
+        float v = 0.f;
+        for (int z = 0; z < n_splits; z++) {
+            const float* q = pp + z * (rank + 2);
+            if (q[1] > 0.f) v += q[2 + d] * expf(q[0] - m_all);
+        }
         o[d] = l_all > 0.f ? v / l_all : 0.f;
     }
 }
@@ -113,18 +159,18 @@ extern "C" __global__ void mla_attention(const float* q_lat, const float* q_rope
                                          const bf16* cache, float* out, const uint32_t* tok_seq,
                                          const uint32_t* seq_info, const uint32_t* block_tables,
                                          int n_heads, int rank, int rope, int block_size,
-                                         float scale, int gemm_min_queries) {
+                                         float scale, int gemm_min_queries, float* part) {
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
-             block_size, scale, gemm_min_queries);
+             block_size, scale, gemm_min_queries, part);
 }
 extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_rope,
                                              const fp8* cache, float* out,
                                              const uint32_t* tok_seq, const uint32_t* seq_info,
                                              const uint32_t* block_tables, int n_heads, int rank,
                                              int rope, int block_size, float scale,
-                                             int gemm_min_queries) {
+                                             int gemm_min_queries, float* part) {
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
-             block_size, scale, gemm_min_queries);
+             block_size, scale, gemm_min_queries, part);
 }
 
 // out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]).

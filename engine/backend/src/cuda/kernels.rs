@@ -56,6 +56,7 @@ pub struct Kernels {
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
+    mla_merge: CudaFunction,
     mla_gather: [CudaFunction; 2],
     mla_q_pack: CudaFunction,
     mla_softmax: CudaFunction,
@@ -163,6 +164,7 @@ impl Kernels {
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
+            mla_merge: f("mla_merge")?,
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],
             mla_q_pack: f("mla_q_pack")?,
             mla_softmax: f("mla_softmax")?,

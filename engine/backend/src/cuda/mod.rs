@@ -64,6 +64,8 @@ struct State {
     moe_grouped: Option<(CudaSlice<u8>, u64)>,
     /// MLA's GEMM path: gathered latent rows, packed queries, scores and probabilities.
     mla: Option<(CudaSlice<u8>, u64)>,
+    /// MLA's per-row kernel's split partials.
+    mla_parts: Option<(CudaSlice<u8>, u64)>,
     graphs: DecodeGraphs,
     /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
     /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
@@ -161,6 +163,7 @@ impl CudaBackend {
             moe: None,
             moe_grouped: None,
             mla: None,
+            mla_parts: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
             moves: 0,

@@ -20,6 +20,9 @@ fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
 
 /// Sequences with at least this many queries in a step (prefill chunks) take MLA's GEMM path.
 const MLA_GEMM_MIN_QUERIES: usize = 64;
+/// Most splits of a row's keys in MLA's per-row kernel, and the partials' byte budget.
+const MLA_MAX_SPLITS: usize = 16;
+const MLA_PARTS_BYTES: usize = 64 << 20;
 /// The GEMM path's score tile, in bytes.
 const MLA_SCORES_BYTES: usize = 256 << 20;
 
@@ -316,9 +319,20 @@ impl CudaBackend {
             MLA_GEMM_MIN_QUERIES
         };
         let bs = cache.spec.block_size;
-        let r = self
-            .kernels
-            .mla_attention(&a, shape, bs, min)
+        // Decode-sized launches split each row's keys (merged after); a split count that
+        // depends only on the row count keeps captured graphs valid for any context.
+        let per_split = rows * shape.n_heads * (shape.kv_lora_rank + 2) * 4;
+        let splits = (MLA_PARTS_BYTES / per_split.max(1)).clamp(1, MLA_MAX_SPLITS);
+        let parts = if splits > 1 {
+            self.fixed_buf(|st| &mut st.mla_parts, splits * per_split)
+        } else {
+            Ok(0)
+        };
+        let r = parts
+            .and_then(|parts| {
+                self.kernels
+                    .mla_attention(&a, shape, bs, min, (splits, parts))
+            })
             .and_then(|_| {
                 long.iter()
                     .try_for_each(|&s| self.mla_gemm_seq(&a, shape, bs, s, step.seqs[s]))

@@ -1,6 +1,6 @@
 //! Launchers of the mixture-of-experts kernels (moe.cu) and the MLA kernels (mla.cu).
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::{cfg, row_threads, Kernels};
 use crate::BackendError;
@@ -202,6 +202,7 @@ impl Kernels {
         shape: crate::MlaShape,
         block_size: usize,
         gemm_min_queries: usize,
+        (splits, parts): (usize, u64),
     ) -> Result<(), BackendError> {
         let gmq = gemm_min_queries.min(i32::MAX as usize) as i32;
         let (nh, r, p, bs) = (
@@ -213,7 +214,11 @@ impl Kernels {
         launch!(
             @fn self,
             &self.mla_attention[usize::from(a.fp8)],
-            cfg((shape.n_heads as u32, a.rows as u32), MLA_WARPS * 32),
+            LaunchConfig {
+                grid_dim: (shape.n_heads as u32, a.rows as u32, splits as u32),
+                block_dim: (MLA_WARPS * 32, 1, 1),
+                shared_mem_bytes: 0,
+            },
             a.q_lat,
             a.q_rope,
             a.cache,
@@ -226,6 +231,24 @@ impl Kernels {
             p,
             bs,
             shape.scale,
+            gmq,
+            parts
+        )?;
+        if splits == 1 {
+            return Ok(());
+        }
+        let (r, ns) = (shape.kv_lora_rank as i32, splits as i32);
+        launch!(
+            self,
+            mla_merge,
+            cfg((shape.n_heads as u32, a.rows as u32), 128),
+            parts,
+            a.out,
+            a.tok_seq,
+            a.seq_info,
+            nh,
+            r,
+            ns,
             gmq
         )
     }
