@@ -257,3 +257,118 @@ extern "C" __global__ void mla_softmax(const float* __restrict__ S, bf16* __rest
     for (int i = threadIdx.x; i < ctx_pad; i += blockDim.x)
         p[i] = __float2bfloat16(i < visible ? expf(s[i] * scale - m) * inv : 0.f);
 }
+
+// Decode rows with all heads of a row in one block (up to MLAH_MAX_HEADS): each tile of
+// MLAH_TILE latent rows is read from the cache once into shared memory (f32) and every head's
+// warp walks it, so the cache is read once per row instead of once per head. Warp w owns heads
+// w, w + MLAH_WARPS, ...; lanes own latent dims lane + 32 i. Grid (splits, rows); with one split
+// the block writes the output, else partials for mla_merge (same layout as mla_body's).
+#define MLAH_WARPS 8
+#define MLAH_TILE 16
+#define MLAH_HPW 4
+#define MLAH_MAX_HEADS (MLAH_WARPS * MLAH_HPW)
+#define MLAH_MAX_ROPE 64
+template <typename T>
+__device__ __forceinline__ void mla_heads_body(
+    const float* __restrict__ q_lat, const float* __restrict__ q_rope, const T* __restrict__ cache,
+    float* __restrict__ out, const uint32_t* __restrict__ tok_seq,
+    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
+    int rank, int rope, int block_size, float scale, int gemm_min_queries,
+    float* __restrict__ part) {
+    constexpr int PER = MLA_MAX_RANK / 32, RPER = MLAH_MAX_ROPE / 32;
+    __shared__ float kv[MLAH_TILE][MLA_MAX_RANK + MLAH_MAX_ROPE];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = blockIdx.y, split = blockIdx.x;
+    const uint32_t* info = seq_info + 4 * tok_seq[row];
+    if ((int)info[1] >= gemm_min_queries) return;  // the GEMM path's
+    const int n_keys = (int)info[2] - (int)info[1] + (row - (int)info[0]) + 1;
+    const int share = (max(n_keys, 0) + gridDim.x - 1) / gridDim.x;
+    const int k_lo = split * share, k_hi = min(n_keys, k_lo + share);
+    const uint32_t* table = block_tables + info[3];
+    const int width = rank + rope, per = rank / 32;
+    float q[MLAH_HPW][PER], qr[MLAH_HPW][RPER], acc[MLAH_HPW][PER], m[MLAH_HPW], l[MLAH_HPW];
+#pragma unroll
+    for (int j = 0; j < MLAH_HPW; j++) {
+        const int h = warp + j * MLAH_WARPS;
+        const bool on = h < n_heads;
+        const float* ql = q_lat + ((size_t)row * n_heads + h) * rank;
+        const float* qp = q_rope + ((size_t)row * n_heads + h) * rope;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            q[j][i] = on && i < per ? ql[lane + 32 * i] : 0.f;
+            acc[j][i] = 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < RPER; i++) qr[j][i] = on && lane + 32 * i < rope ? qp[lane + 32 * i] : 0.f;
+        m[j] = -INFINITY;
+        l[j] = 0.f;
+    }
+    for (int t0 = k_lo; t0 < k_hi; t0 += MLAH_TILE) {
+        const int nt = min(MLAH_TILE, k_hi - t0);
+        __syncthreads();
+        for (int e = threadIdx.x; e < nt * width; e += blockDim.x) {
+            const int t = e / width, i = e % width;
+            const int key = t0 + t;
+            const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+            kv[t][i] = kv_load(cache + slot * width + i);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < MLAH_HPW; j++) {
+            if (warp + j * MLAH_WARPS >= n_heads) break;
+            for (int t = 0; t < nt; t++) {
+                float s = 0.f;
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if (i < per) s += q[j][i] * kv[t][lane + 32 * i];
+#pragma unroll
+                for (int i = 0; i < RPER; i++)
+                    if (lane + 32 * i < rope) s += qr[j][i] * kv[t][rank + lane + 32 * i];
+                s = warp_sum(s) * scale;
+                const float m_new = fmaxf(m[j], s);
+                const float corr = expf(m[j] - m_new), p = expf(s - m_new);
+                l[j] = l[j] * corr + p;
+#pragma unroll
+                for (int i = 0; i < PER; i++)
+                    if (i < per) acc[j][i] = acc[j][i] * corr + p * kv[t][lane + 32 * i];
+                m[j] = m_new;
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < MLAH_HPW; j++) {
+        const int h = warp + j * MLAH_WARPS;
+        if (h >= n_heads) break;
+        if (gridDim.x == 1) {
+            float* o = out + ((size_t)row * n_heads + h) * rank;
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                if (i < per) o[lane + 32 * i] = l[j] > 0.f ? acc[j][i] / l[j] : 0.f;
+        } else {
+            float* pp = part + (((size_t)row * n_heads + h) * gridDim.x + split) * (rank + 2);
+            if (lane == 0) {
+                pp[0] = m[j];
+                pp[1] = l[j];
+            }
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                if (i < per) pp[2 + lane + 32 * i] = acc[j][i];
+        }
+    }
+}
+extern "C" __global__ void __launch_bounds__(MLAH_WARPS * 32)
+    mla_heads(const float* q_lat, const float* q_rope, const bf16* cache, float* out,
+              const uint32_t* tok_seq, const uint32_t* seq_info, const uint32_t* block_tables,
+              int n_heads, int rank, int rope, int block_size, float scale, int gemm_min_queries,
+              float* part) {
+    mla_heads_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
+                   block_size, scale, gemm_min_queries, part);
+}
+extern "C" __global__ void __launch_bounds__(MLAH_WARPS * 32)
+    mla_heads_fp8(const float* q_lat, const float* q_rope, const fp8* cache, float* out,
+                  const uint32_t* tok_seq, const uint32_t* seq_info, const uint32_t* block_tables,
+                  int n_heads, int rank, int rope, int block_size, float scale,
+                  int gemm_min_queries, float* part) {
+    mla_heads_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
+                   block_size, scale, gemm_min_queries, part);
+}

@@ -897,7 +897,8 @@ impl Backend for CudaBackend {
         n_heads: usize,
         out: &mut CudaBuf,
     ) {
-        self.linear_heads_op(x, prefill.len(), w, n_heads, out);
+        let any_prefill = prefill.iter().any(|&p| p);
+        self.linear_heads_op(x, (prefill.len(), any_prefill), w, n_heads, out);
     }
 
     fn write_latent(
