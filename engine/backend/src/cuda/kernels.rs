@@ -57,8 +57,6 @@ pub struct Kernels {
     write_latent: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
     mla_merge: CudaFunction,
-    /// All heads of a row per block, [bf16, fp8] caches.
-    mla_heads: [CudaFunction; 2],
     mla_gather: [CudaFunction; 2],
     mla_q_pack: CudaFunction,
     mla_softmax: CudaFunction,
@@ -167,7 +165,6 @@ impl Kernels {
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
             mla_merge: f("mla_merge")?,
-            mla_heads: [f("mla_heads")?, f("mla_heads_fp8")?],
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],
             mla_q_pack: f("mla_q_pack")?,
             mla_softmax: f("mla_softmax")?,

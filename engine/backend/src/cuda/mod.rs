@@ -897,8 +897,7 @@ impl Backend for CudaBackend {
         n_heads: usize,
         out: &mut CudaBuf,
     ) {
-        let any_prefill = prefill.iter().any(|&p| p);
-        self.linear_heads_op(x, (prefill.len(), any_prefill), w, n_heads, out);
+        self.linear_heads_op(x, prefill.len(), w, n_heads, out);
     }
 
     fn write_latent(

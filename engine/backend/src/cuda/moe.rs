@@ -13,9 +13,6 @@ use crate::ops::{Backend, MlaShape, MoeLayer};
 /// weights read once for all its rows) instead of per-pair dot products.
 const MOE_GEMV_MAX_ROWS: usize = 16;
 
-/// Decode batches up to this many rows take linear_heads' dot-product kernel.
-const LINEAR_HEADS_DOTS_MAX_ROWS: usize = 64;
-
 /// Bytes from one expert's gate/up block, and down matrix, to the next.
 fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
     ((2 * inter * hidden * 2) as u64, (hidden * inter * 2) as u64)
@@ -220,7 +217,7 @@ impl CudaBackend {
     pub(super) fn linear_heads_op(
         &self,
         x: &CudaBuf,
-        (rows, prefill): (usize, bool),
+        rows: usize,
         w: &CudaWeight,
         n_heads: usize,
         out: &mut CudaBuf,
@@ -230,8 +227,7 @@ impl CudaBackend {
         let n = wr / n_heads;
         debug_assert_eq!(x.len, rows * n_heads * k);
         self.ensure(out, rows * n_heads * n);
-        // Decode batches take the dot-product kernel (one launch); prompt rows the GEMMs.
-        if rows <= GEMV_MAX_ROWS || (!prefill && rows <= LINEAR_HEADS_DOTS_MAX_ROWS) {
+        if rows <= GEMV_MAX_ROWS {
             let r = self
                 .kernels
                 .linear_heads((x.f32("linear_heads"), wp, out.ptr), (rows, n_heads, n, k));

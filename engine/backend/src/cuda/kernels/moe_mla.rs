@@ -14,10 +14,6 @@ const MOE_WARPS: usize = 8;
 /// Largest latent rank mla.cu takes (MLA_MAX_RANK), and its warps per block.
 pub const MLA_MAX_RANK: usize = 512;
 const MLA_WARPS: u32 = 4;
-/// mla_heads: warps per block, heads it takes (MLAH_MAX_HEADS), widest rotary part.
-const MLA_HEADS_WARPS: u32 = 8;
-const MLA_HEADS_MAX: usize = 32;
-const MLA_HEADS_MAX_ROPE: usize = 64;
 
 /// Where a MoE layer's tensors are on the device.
 pub struct MoeLaunch {
@@ -215,31 +211,14 @@ impl Kernels {
             shape.rope_dim as i32,
             block_size as i32,
         );
-        // All of a row's heads in one block when they fit (the cache read once per row).
-        let all_heads = shape.n_heads <= MLA_HEADS_MAX && shape.rope_dim <= MLA_HEADS_MAX_ROPE;
-        let (func, config) = if all_heads {
-            (
-                &self.mla_heads[usize::from(a.fp8)],
-                LaunchConfig {
-                    grid_dim: (splits as u32, a.rows as u32, 1),
-                    block_dim: (MLA_HEADS_WARPS * 32, 1, 1),
-                    shared_mem_bytes: 0,
-                },
-            )
-        } else {
-            (
-                &self.mla_attention[usize::from(a.fp8)],
-                LaunchConfig {
-                    grid_dim: (shape.n_heads as u32, a.rows as u32, splits as u32),
-                    block_dim: (MLA_WARPS * 32, 1, 1),
-                    shared_mem_bytes: 0,
-                },
-            )
-        };
         launch!(
             @fn self,
-            func,
-            config,
+            &self.mla_attention[usize::from(a.fp8)],
+            LaunchConfig {
+                grid_dim: (shape.n_heads as u32, a.rows as u32, splits as u32),
+                block_dim: (MLA_WARPS * 32, 1, 1),
+                shared_mem_bytes: 0,
+            },
             a.q_lat,
             a.q_rope,
             a.cache,
