@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import time
 
 PUBLISHED = dict(hidden_size=2048, num_hidden_layers=47, intermediate_size=10240,
                  num_attention_heads=20, n_routed_experts=64, moe_intermediate_size=1536,
@@ -54,19 +53,8 @@ def bytes_per_token(c):
 
 
 def roofline(d):
-    import torch
-    n = 1 << 30
-    a = torch.empty(n, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    t = time.time()
-    reps = 20
-    for _ in range(reps):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    bw = 2 * n * reps / (time.time() - t)  # read + write
+    from qwen3_8b import copy_bandwidth
+    bw = copy_bandwidth()
     per_token = bytes_per_token(json.load(open(os.path.join(d, "config.json"))))
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s; bytes read per decoded token "
           f"{per_token / 1e9:.3f} GB; batch-1 decode roofline {bw / per_token:.1f} tok/s")

@@ -75,7 +75,8 @@ def reference(d, out):
     print(f"{out}: {len(cases)} cases; transformers bf16 vs f32: max relative diff {worst:.3e}")
 
 
-def roofline(d):
+def copy_bandwidth():
+    """Device-to-device copy rate in bytes/s (read + write), the roofline's bandwidth."""
     n = 1 << 30
     a = torch.empty(n, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
@@ -87,7 +88,11 @@ def roofline(d):
     for _ in range(reps):
         b.copy_(a)
     torch.cuda.synchronize()
-    bw = 2 * n * reps / (time.time() - t)  # read + write
+    return 2 * n * reps / (time.time() - t)
+
+
+def roofline(d):
+    bw = copy_bandwidth()
     from safetensors import safe_open
     total = 0
     embed = 0

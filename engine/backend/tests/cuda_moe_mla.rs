@@ -13,42 +13,8 @@ use hearth_backend::{
     MlaShape, MoeLayer, MoeRouting, MoeScoring, SeqAttn, NO_SLOT,
 };
 
-fn gpu() -> Option<CudaBackend> {
-    if std::env::var("HEARTH_TEST_CUDA").as_deref() != Ok("1") {
-        println!("CUDA MoE/MLA op tests skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
-        return None;
-    }
-    Some(CudaBackend::new(0).unwrap())
-}
-
-/// Deterministic values in [-1, 1).
-fn rand(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-fn bf(v: &[f32]) -> Vec<f32> {
-    v.iter()
-        .map(|x| half::bf16::from_f32(*x).to_f32())
-        .collect()
-}
-
-fn max_rel(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "lengths");
-    let scale = want.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f32::max)
-        / scale
-}
+mod common;
+use common::{bf, gpu, max_rel, rand};
 
 fn rows_batch(n: usize) -> ForwardBatch {
     ForwardBatch {

@@ -176,40 +176,31 @@ impl CudaBackend {
         self.copy_to_device_async(rows_p, &src_rows)?;
         self.kernels
             .gather_rows((a.x, rows_p, xs), (pairs, hidden), (a.x_bf16, true))?;
+        // Each expert's run of rows in the sorted order: (expert, first slot, rows).
+        let mut runs = Vec::new();
         let mut start = 0;
         while start < pairs {
-            let e = ids[order[start]] as u64;
-            let n = order[start..]
-                .iter()
-                .take_while(|&&p| ids[p] as u64 == e)
-                .count();
-            let mut st = self.state();
-            st.gemm.run(
-                a.gate_up + e * gu_stride,
-                xs + (start * hidden * 2) as u64,
-                gu + (start * 2 * inter * 4) as u64,
-                (n, 2 * inter, hidden),
-            )?;
-            drop(st);
+            let e = ids[order[start]];
+            let n = order[start..].iter().take_while(|&&p| ids[p] == e).count();
+            runs.push((e as u64, start, n));
             start += n;
         }
+        // y[slots of e] = x[slots of e] . w_e^T, one GEMM per expert.
+        let per_expert = |w: u64, stride: u64, x: u64, x_row: usize, y: u64, y_row: usize, k| {
+            let mut st = self.state();
+            runs.iter().try_for_each(|&(e, at, n)| {
+                st.gemm.run(
+                    w + e * stride,
+                    x + (at * x_row * 2) as u64,
+                    y + (at * y_row * 4) as u64,
+                    (n, y_row, k),
+                )
+            })
+        };
+        per_expert(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
         self.kernels
             .silu_mul_pair((gu, act), (pairs, inter), true)?;
-        let mut start = 0;
-        while start < pairs {
-            let e = ids[order[start]] as u64;
-            let n = order[start..]
-                .iter()
-                .take_while(|&&p| ids[p] as u64 == e)
-                .count();
-            self.state().gemm.run(
-                a.down + e * down_stride,
-                act + (start * inter * 2) as u64,
-                y + (start * hidden * 4) as u64,
-                (n, hidden, inter),
-            )?;
-            start += n;
-        }
+        per_expert(a.down, down_stride, act, inter, y, hidden, inter)?;
         self.kernels
             .moe_combine((y, slot_p, a.weights, a.shared, a.out), (rows, hidden, k))
     }
