@@ -3,7 +3,7 @@
 //! mixture of experts), written once against the Backend op set. The architecture files only
 //! say which parts their checkpoints have (`Arch`).
 
-use hearth_backend::{Backend, KvCacheSpec, MoeRouting};
+use hearth_backend::{Backend, KvCacheSpec};
 
 use crate::attention::{Gqa, GqaDims};
 use crate::batch::ForwardBatch;
@@ -65,7 +65,6 @@ struct Layer<W> {
 pub struct Decoder<B: Backend> {
     info: ModelInfo,
     dims: AttnDims,
-    routing: Option<MoeRouting>,
     hidden: usize,
     eps: f32,
     embed: B::Weight,
@@ -151,7 +150,6 @@ impl<B: Backend> Decoder<B> {
         Ok(Decoder {
             info,
             dims,
-            routing: arch.moe.map(|(m, _)| m.routing),
             hidden: h,
             eps,
             embed,
@@ -300,7 +298,7 @@ impl<B: Backend> Decoder<B> {
                 _ => unreachable!("layers follow the dims"),
             }
             b.add_rms_norm(&mut x, &s.o, &l.ffn_norm, self.eps, &mut h);
-            l.ffn.forward(b, self.routing.as_ref(), &h, kinds, &mut s);
+            l.ffn.forward(b, &h, kinds, &mut s);
             let next_norm = self
                 .layers
                 .get(i + 1)

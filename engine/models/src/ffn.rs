@@ -23,6 +23,7 @@ pub enum Ffn<W> {
 }
 
 pub struct Moe<W> {
+    routing: MoeRouting,
     router: W,
     score_bias: Option<W>,
     experts: Vec<[W; 3]>,
@@ -75,6 +76,7 @@ impl<W> Ffn<W> {
             None => None,
         };
         Ok(Ffn::Moe(Box::new(Moe {
+            routing: a.routing.clone(),
             router,
             score_bias,
             experts,
@@ -94,7 +96,6 @@ impl<W> Ffn<W> {
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
-        routing: Option<&MoeRouting>,
         h: &B::Buf,
         kinds: &[bool],
         s: &mut Bufs<B::Buf>,
@@ -106,7 +107,7 @@ impl<W> Ffn<W> {
             }
             Ffn::Moe(m) => {
                 let layer = MoeLayer {
-                    routing: routing.expect("a MoE layer comes with its routing"),
+                    routing: &m.routing,
                     router: &m.router,
                     score_bias: m.score_bias.as_ref(),
                     experts: &m.experts,

@@ -8,9 +8,11 @@ use super::{linear, CpuBackend, CpuWeight};
 use crate::ops::{Backend, MoeLayer};
 use crate::quant::dot_f32;
 
+// `x` is the backend's Buf (`linear_swiglu` takes it as one for the shared expert).
+#[allow(clippy::ptr_arg)]
 pub(super) fn moe(
     b: &CpuBackend,
-    x: &[f32],
+    x: &Vec<f32>,
     prefill: &[bool],
     layer: &MoeLayer<'_, CpuWeight>,
     out: &mut Vec<f32>,
@@ -20,7 +22,7 @@ pub(super) fn moe(
     let mut logits = Vec::new();
     b.pool
         .install(|| linear::linear(x, prefill, layer.router, &mut logits));
-    let bias = layer.score_bias.map(|w| w.dense().into_owned());
+    let bias = layer.score_bias.map(|w| w.dense());
     let n_experts = layer.routing.n_experts;
     let routes: Vec<_> = logits
         .chunks_exact(n_experts)
@@ -56,8 +58,7 @@ pub(super) fn moe(
         }
     }
     if let Some([gate, up, down]) = layer.shared {
-        let xs = x.to_vec();
-        b.linear_swiglu(&xs, prefill, gate, up, &mut act);
+        b.linear_swiglu(x, prefill, gate, up, &mut act);
         b.linear(&act, prefill, down, None, &mut y);
         super::add_inplace(out, &y);
     }
