@@ -8,3 +8,4 @@
 #include "sample.cu"
 #include "moe.cu"
 #include "mla.cu"
+#include "mla_tc.cu"

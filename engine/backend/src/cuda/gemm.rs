@@ -36,11 +36,21 @@ pub struct Gemm {
     handle: sys::cublasLtHandle_t,
     stream: Arc<CudaStream>,
     workspace: CudaSlice<u8>,
-    /// By (m, n, k, row stride of x, row stride of y).
     plans: HashMap<Shape, Plan>,
 }
 
-type Shape = (usize, usize, usize, usize, usize);
+/// A plan's key: the matmul's sizes, the row strides of x and y, and for a batch of matmuls
+/// their count and the offsets from one to the next of w, x and y (in elements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Shape {
+    m: usize,
+    n: usize,
+    k: usize,
+    ldx: usize,
+    ldy: usize,
+    batch: usize,
+    offsets: [usize; 3],
+}
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
 // lock; cuBLASLt handles may move between threads when not used concurrently.
@@ -70,11 +80,16 @@ impl Gemm {
         Ok(&self.plans[&shape])
     }
 
-    fn make_plan(
-        &self,
-        (m, n, k, ldx, ldy): Shape,
-        [w, x, y]: [u64; 3],
-    ) -> Result<Plan, BackendError> {
+    fn make_plan(&self, shape: Shape, [w, x, y]: [u64; 3]) -> Result<Plan, BackendError> {
+        let Shape {
+            m,
+            n,
+            k,
+            ldx,
+            ldy,
+            batch,
+            offsets,
+        } = shape;
         use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
         let desc =
             result::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, CUDA_R_32F)
@@ -98,6 +113,31 @@ impl Gemm {
         let a = layout(CUDA_R_16BF, k, n, k)?;
         let b = layout(CUDA_R_16BF, k, m, ldx)?;
         let d = layout(CUDA_R_32F, n, m, ldy)?;
+        if batch > 1 {
+            for (l, offset) in [a, b, d].into_iter().zip(offsets) {
+                let (count, offset) = (batch as i32, offset as i64);
+                // SAFETY: l is a live layout; the attributes are an int32 count and an int64
+                // offset, read by value.
+                unsafe {
+                    use sys::cublasLtMatrixLayoutAttribute_t as A;
+                    result::set_matrix_layout_attribute(
+                        l,
+                        A::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        &count as *const _ as *const c_void,
+                        std::mem::size_of_val(&count),
+                    )
+                    .and_then(|_| {
+                        result::set_matrix_layout_attribute(
+                            l,
+                            A::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                            &offset as *const _ as *const c_void,
+                            std::mem::size_of_val(&offset),
+                        )
+                    })
+                }
+                .map_err(|e| err("batched layout", e))?;
+            }
+        }
         let mut plan = Plan {
             desc,
             a,
@@ -219,7 +259,30 @@ impl Gemm {
         (m, n, k): (usize, usize, usize),
         (ldx, ldy): (usize, usize),
     ) -> Result<(), BackendError> {
-        let shape = (m, n, k, ldx, ldy);
+        self.run_batched(w, x, y, (m, n, k), (ldx, ldy), (1, [0; 3]))
+    }
+
+    /// `batch` strided matmuls in one call: matmul i reads w, x and y `offsets` elements (of
+    /// each) past matmul i - 1's (e.g. a per-head matmul: w heads back to back, x and y heads
+    /// side by side in each row).
+    pub fn run_batched(
+        &mut self,
+        w: u64,
+        x: u64,
+        y: u64,
+        (m, n, k): (usize, usize, usize),
+        (ldx, ldy): (usize, usize),
+        (batch, offsets): (usize, [usize; 3]),
+    ) -> Result<(), BackendError> {
+        let shape = Shape {
+            m,
+            n,
+            k,
+            ldx,
+            ldy,
+            batch,
+            offsets,
+        };
         self.plan(shape, [w, x, y])?;
         let plan = &self.plans[&shape];
         self.matmul(plan, [w, x, y])
@@ -232,7 +295,8 @@ impl Gemm {
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
         // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n f32 ldy
-        // apart (run_strided's contract); the plan's layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
+        // apart, for each matmul of a batch at its offsets (run_batched's contract); the plan's
+        // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
         // used on this stream.
         unsafe {
             result::matmul(

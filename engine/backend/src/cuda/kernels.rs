@@ -60,6 +60,9 @@ pub struct Kernels {
     mla_gather: [CudaFunction; 2],
     mla_q_pack: CudaFunction,
     mla_softmax: CudaFunction,
+    /// Tensor-core MLA, `[cache][MT 2, 4]`, and its split merge.
+    mla_tc: [[CudaFunction; 2]; 2],
+    mla_tc_merge: CudaFunction,
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -110,7 +113,8 @@ use attention::decode_variants;
 pub use attention::AttnLaunch;
 mod moe_mla;
 pub use moe_mla::{
-    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
+    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_MAX_EXPERTS, MOE_MAX_GROUPS,
+    MOE_MAX_TOPK,
 };
 
 impl Kernels {
@@ -168,6 +172,11 @@ impl Kernels {
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],
             mla_q_pack: f("mla_q_pack")?,
             mla_softmax: f("mla_softmax")?,
+            mla_tc: [
+                [f("mla_tc_2")?, f("mla_tc_4")?],
+                [f("mla_tc_fp8_2")?, f("mla_tc_fp8_4")?],
+            ],
+            mla_tc_merge: f("mla_tc_merge")?,
             stream,
             skip: AtomicBool::new(false),
         };
@@ -177,6 +186,14 @@ impl Kernels {
                 k.attn_decode_tc[c][h].set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     bytes,
+                )?;
+            }
+        }
+        for (c, fp8) in [false, true].into_iter().enumerate() {
+            for (w, wide) in [false, true].into_iter().enumerate() {
+                k.mla_tc[c][w].set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    Self::mla_tc_smem(wide, fp8) as i32,
                 )?;
             }
         }

@@ -1,9 +1,9 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
 //! moe.cu and mla.cu (launchers in kernels/moe_mla.rs).
 
-use super::kernels::GEMV_MAX_ROWS;
 use super::kernels::{
-    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
+    MlaLaunch, MoeLaunch, MoeShape, GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_MAX_EXPERTS,
+    MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
 use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
@@ -13,6 +13,9 @@ use crate::ops::{Backend, MlaShape, MoeLayer};
 /// weights read once for all its rows) instead of per-pair dot products.
 const MOE_GEMV_MAX_ROWS: usize = 16;
 
+/// The batched prefill path pads every expert's rows to a multiple of this.
+const MOE_PAD_ROWS: usize = 64;
+
 /// Bytes from one expert's gate/up block, and down matrix, to the next.
 fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
     ((2 * inter * hidden * 2) as u64, (hidden * inter * 2) as u64)
@@ -20,7 +23,10 @@ fn expert_strides(hidden: usize, inter: usize) -> (u64, u64) {
 
 /// Sequences with at least this many queries in a step (prefill chunks) take MLA's GEMM path.
 const MLA_GEMM_MIN_QUERIES: usize = 64;
-/// Most splits of a row's keys in MLA's per-row kernel, and the partials' byte budget.
+/// Sequences with at least this many queries take the wide (64-row) tensor-core MLA tiles.
+const MLA_TC_WIDE_MIN: usize = 8;
+/// Most splits of a row's keys in MLA's per-row and tensor-core kernels, and the partials' byte
+/// budget.
 const MLA_MAX_SPLITS: usize = 16;
 const MLA_PARTS_BYTES: usize = 64 << 20;
 /// The GEMM path's score tile, in bytes.
@@ -77,6 +83,7 @@ impl CudaBackend {
         let shared_inter = layer
             .shared
             .map_or(0, |[g, _, _]| g.matrix().map_or(0, |m| m.1));
+        let grouped = rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p);
         let floats = [
             rows * r.n_experts,
             rows * k,
@@ -124,13 +131,13 @@ impl CudaBackend {
             routing: r,
         };
         let res = self.kernels.moe_route(&launch, &shape).and_then(|_| {
-            if rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p) {
+            if grouped {
                 self.moe_grouped(&launch, &shape, expert_strides(hidden, inter))
             } else {
                 self.kernels.moe_gemv(&launch, &shape)
             }
         });
-        let op = if rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p) {
+        let op = if grouped {
             "moe (grouped GEMMs)"
         } else {
             "moe (expert GEMVs)"
@@ -139,9 +146,11 @@ impl CudaBackend {
     }
 
     /// The prefill path: routes come back to the host, the rows are gathered in expert order
-    /// (bf16), each expert runs two cuBLASLt GEMMs over its rows (gate/up fused, then down),
-    /// and a combine kernel sums each row's weighted outputs. Eager steps only (it
-    /// synchronizes), which prefill steps are.
+    /// (bf16), the experts' GEMMs run over their rows (gate/up fused, then down), and a combine
+    /// kernel sums each row's weighted outputs. When padding every expert's run to the longest
+    /// one at most doubles the rows, each GEMM is one batched cuBLASLt call over all experts;
+    /// otherwise one call per expert. Eager steps only (it synchronizes), which prefill steps
+    /// are.
     fn moe_grouped(
         &self,
         a: &MoeLaunch,
@@ -149,25 +158,40 @@ impl CudaBackend {
         (gu_stride, down_stride): (u64, u64),
     ) -> Result<(), super::BackendError> {
         let (rows, k, hidden, inter) = (s.rows, s.routing.top_k, s.hidden, s.inter);
+        let n_experts = s.routing.n_experts;
         let pairs = rows * k;
         let mut ids = vec![0i32; pairs];
         self.copy_to_host(a.ids, &mut ids)?;
-        // Expert-sorted order of the pairs: (expert, pair) ascending.
-        let mut order: Vec<usize> = (0..pairs).collect();
-        order.sort_by_key(|&p| (ids[p], p));
+        let mut counts = vec![0usize; n_experts];
+        ids.iter().for_each(|&e| counts[e as usize] += 1);
+        let longest = counts.iter().copied().max().unwrap_or(0);
+        let padded = longest.next_multiple_of(MOE_PAD_ROWS);
+        let batched = n_experts * padded <= 2 * pairs;
+        // Each expert's first slot: runs back to back, or `padded` apart.
+        let mut first = vec![0usize; n_experts];
+        let mut next = 0;
+        for e in 0..n_experts {
+            first[e] = if batched { e * padded } else { next };
+            next += counts[e];
+        }
+        let slots = if batched { n_experts * padded } else { pairs };
+        // Pairs in (expert, pair) order; padding slots read row 0 and are never combined.
         let mut slot = vec![0i32; pairs];
-        let mut src_rows = vec![0u32; pairs];
-        for (at, &p) in order.iter().enumerate() {
-            slot[p] = at as i32;
-            src_rows[at] = (p / k) as u32;
+        let mut src_rows = vec![0u32; slots];
+        let mut fill = first.clone();
+        for (p, &e) in ids.iter().enumerate() {
+            let at = &mut fill[e as usize];
+            slot[p] = *at as i32;
+            src_rows[*at] = (p / k) as u32;
+            *at += 1;
         }
         let floats = [
             pairs,
-            pairs,
-            pairs * hidden / 2 + 1,
-            pairs * 2 * inter,
-            pairs * inter / 2 + 1,
-            pairs * hidden,
+            slots,
+            slots * hidden / 2 + 1,
+            slots * 2 * inter,
+            slots * inter / 2 + 1,
+            slots * hidden,
         ];
         let bytes = floats.iter().map(|f| (f * 4).div_ceil(256) * 256).sum();
         let mut at = self.fixed_buf(|st| &mut st.moe_grouped, bytes)?;
@@ -175,32 +199,34 @@ impl CudaBackend {
         self.copy_to_device_async(slot_p, &slot)?;
         self.copy_to_device_async(rows_p, &src_rows)?;
         self.kernels
-            .gather_rows((a.x, rows_p, xs), (pairs, hidden), (a.x_bf16, true))?;
-        // Each expert's run of rows in the sorted order: (expert, first slot, rows).
-        let mut runs = Vec::new();
-        let mut start = 0;
-        while start < pairs {
-            let e = ids[order[start]];
-            let n = order[start..].iter().take_while(|&&p| ids[p] == e).count();
-            runs.push((e as u64, start, n));
-            start += n;
-        }
-        // y[slots of e] = x[slots of e] . w_e^T, one GEMM per expert.
-        let per_expert = |w: u64, stride: u64, x: u64, x_row: usize, y: u64, y_row: usize, k| {
+            .gather_rows((a.x, rows_p, xs), (slots, hidden), (a.x_bf16, true))?;
+        // y[slots of e] = x[slots of e] . w_e^T: one batched GEMM, or one per expert.
+        let gemms = |w: u64, stride: u64, x: u64, x_row: usize, y: u64, y_row: usize, k| {
             let mut st = self.state();
-            runs.iter().try_for_each(|&(e, at, n)| {
+            if batched {
+                let offsets = [stride as usize / 2, padded * x_row, padded * y_row];
+                return st.gemm.run_batched(
+                    w,
+                    x,
+                    y,
+                    (padded, y_row, k),
+                    (x_row, y_row),
+                    (n_experts, offsets),
+                );
+            }
+            (0..n_experts).filter(|&e| counts[e] > 0).try_for_each(|e| {
                 st.gemm.run(
-                    w + e * stride,
-                    x + (at * x_row * 2) as u64,
-                    y + (at * y_row * 4) as u64,
-                    (n, y_row, k),
+                    w + e as u64 * stride,
+                    x + (first[e] * x_row * 2) as u64,
+                    y + (first[e] * y_row * 4) as u64,
+                    (counts[e], y_row, k),
                 )
             })
         };
-        per_expert(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
+        gemms(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
         self.kernels
-            .silu_mul_pair((gu, act), (pairs, inter), true)?;
-        per_expert(a.down, down_stride, act, inter, y, hidden, inter)?;
+            .silu_mul_pair((gu, act), (slots, inter), true)?;
+        gemms(a.down, down_stride, act, inter, y, hidden, inter)?;
         self.kernels
             .moe_combine((y, slot_p, a.weights, a.shared, a.out), (rows, hidden, k))
     }
@@ -224,21 +250,20 @@ impl CudaBackend {
                 .linear_heads((x.f32("linear_heads"), wp, out.ptr), (rows, n_heads, n, k));
             return self.finish("linear_heads (dots)", t0, r);
         }
-        // One cuBLASLt GEMM per head over its columns of x (bf16) and of out.
+        // One batched cuBLASLt GEMM: head h reads its weights, its columns of x (bf16) and
+        // writes its columns of out.
         let r = self.bf16_copy(x, rows * n_heads * k).and_then(|xs| {
             if self.kernels.skipping() {
                 return Ok(());
             }
-            let mut st = self.state();
-            (0..n_heads).try_for_each(|h| {
-                st.gemm.run_strided(
-                    wp + (h * n * k * 2) as u64,
-                    xs + (h * k * 2) as u64,
-                    out.ptr + (h * n * 4) as u64,
-                    (rows, n, k),
-                    (n_heads * k, n_heads * n),
-                )
-            })
+            self.state().gemm.run_batched(
+                wp,
+                xs,
+                out.ptr,
+                (rows, n, k),
+                (n_heads * k, n_heads * n),
+                (n_heads, [n * k, k, n]),
+            )
         });
         self.finish("linear_heads (GEMMs)", t0, r);
     }
@@ -301,14 +326,6 @@ impl CudaBackend {
             rows,
             fp8: cache.fp8(),
         };
-        let long: Vec<usize> = (0..step.seqs.len())
-            .filter(|&s| step.seqs[s][1] >= MLA_GEMM_MIN_QUERIES)
-            .collect();
-        let min = if long.is_empty() {
-            usize::MAX
-        } else {
-            MLA_GEMM_MIN_QUERIES
-        };
         let bs = cache.spec.block_size;
         // Decode-sized launches split each row's keys (merged after); a split count that
         // depends only on the row count keeps captured graphs valid for any context.
@@ -319,21 +336,61 @@ impl CudaBackend {
         } else {
             Ok(0)
         };
+        let long: Vec<usize> = (0..step.seqs.len())
+            .filter(|&s| step.seqs[s][1] >= MLA_GEMM_MIN_QUERIES)
+            .collect();
+        let min = if long.is_empty() {
+            usize::MAX
+        } else {
+            MLA_GEMM_MIN_QUERIES
+        };
+        let tc = (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE;
         let r = parts
             .and_then(|parts| {
-                self.kernels
-                    .mla_attention(&a, shape, bs, min, (splits, parts))
+                if tc {
+                    self.mla_tc_launches(&a, shape, bs, step, min, (splits, parts))
+                } else {
+                    self.kernels
+                        .mla_attention(&a, shape, bs, min, (splits, parts))
+                }
             })
             .and_then(|_| {
                 long.iter()
                     .try_for_each(|&s| self.mla_gemm_seq(&a, shape, bs, s, step.seqs[s]))
             });
-        let op = if long.is_empty() {
-            "mla_attention (rows)"
-        } else {
-            "mla_attention (GEMMs)"
+        let op = match (long.is_empty(), tc) {
+            (true, false) => "mla_attention (rows)",
+            (true, true) => "mla_attention (tensor cores)",
+            (false, _) => "mla_attention (GEMMs)",
         };
         self.finish(op, t0, r);
+    }
+
+    /// The tensor-core MLA kernel over the sequences with fewer than `max_queries` queries:
+    /// narrow tiles for decode rows and short chunks, wide ones for longer chunks, then the
+    /// merge of split rows.
+    fn mla_tc_launches(
+        &self,
+        a: &MlaLaunch,
+        shape: MlaShape,
+        block_size: usize,
+        step: &CudaStep,
+        max_queries: usize,
+        parts: (usize, u64),
+    ) -> Result<(), super::BackendError> {
+        let k = &self.kernels;
+        let queries = |lo: usize, hi: usize| step.seqs.iter().any(|s| (lo..hi).contains(&s[1]));
+        let wide = MLA_TC_WIDE_MIN.min(max_queries);
+        if queries(0, wide) {
+            k.mla_tc(a, shape, block_size, (0, wide), false, parts)?;
+        }
+        if queries(wide, max_queries) {
+            k.mla_tc(a, shape, block_size, (wide, max_queries), true, parts)?;
+        }
+        if parts.0 > 1 {
+            k.mla_tc_merge(a, shape.n_heads, max_queries, parts)?;
+        }
+        Ok(())
     }
 
     /// One long prefill chunk's MLA as cuBLASLt GEMMs: S = Q K^T over its gathered latent rows,

@@ -14,6 +14,14 @@ const MOE_WARPS: usize = 8;
 /// Largest latent rank mla.cu takes (MLA_MAX_RANK), and its warps per block.
 pub const MLA_MAX_RANK: usize = 512;
 const MLA_WARPS: u32 = 4;
+/// The (kv_lora_rank, rope_dim) mla_tc.cu is built for (MTC_RANK, MTC_ROPE): DeepSeek-V3's and
+/// GLM-4.7-Flash's latent.
+pub const MLA_TC_SHAPE: (usize, usize) = (512, 64);
+/// mla_tc.cu's keys per tile, padded row widths, and the m-tiles of its narrow and wide variants.
+const MLA_TC_BK: usize = 32;
+const MLA_TC_ROW: usize = 512 + 64 + 8;
+const MLA_TC_PROW: usize = MLA_TC_BK + 8;
+const MLA_TC_MT: [usize; 2] = [2, 4];
 
 /// Where a MoE layer's tensors are on the device.
 pub struct MoeLaunch {
@@ -336,6 +344,86 @@ impl Kernels {
             f,
             t,
             scale
+        )
+    }
+
+    /// Dynamic shared memory of mla_tc (MtcSmem<MT, T>::BYTES): Q, two stages of latent rows
+    /// (plus one widened f16 tile for fp8), four partial score tiles, P, and three floats a row.
+    pub(super) fn mla_tc_smem(wide: bool, fp8: bool) -> usize {
+        let m = 16 * MLA_TC_MT[usize::from(wide)];
+        let (q, tile) = (m * MLA_TC_ROW * 2, MLA_TC_BK * MLA_TC_ROW * 2);
+        let stage = if fp8 {
+            MLA_TC_BK * (MLA_TC_ROW - 8)
+        } else {
+            tile
+        };
+        let widened = if fp8 { tile } else { 0 };
+        q + 2 * stage + widened + 4 * m * MLA_TC_BK * 4 + m * MLA_TC_PROW * 2 + 3 * m * 4
+    }
+
+    /// Tensor-core MLA for the sequences whose query count is in `queries` (the narrow variant
+    /// tiles 32 (token, head) rows, the wide one 64), with `splits` shares of each sequence's
+    /// keys at most (`parts` holds rows x heads x splits x (rank + 2) floats when splits > 1;
+    /// [`Self::mla_tc_merge`] then combines them).
+    pub fn mla_tc(
+        &self,
+        a: &MlaLaunch,
+        shape: crate::MlaShape,
+        block_size: usize,
+        (q_min, q_max): (usize, usize),
+        wide: bool,
+        (splits, parts): (usize, u64),
+    ) -> Result<(), BackendError> {
+        let m = 16 * MLA_TC_MT[usize::from(wide)];
+        let head_groups = shape.n_heads.div_ceil(m) as u32;
+        let (nh, bs) = (shape.n_heads as i32, block_size as i32);
+        let (lo, hi) = (q_min as i32, q_max.min(i32::MAX as usize) as i32);
+        launch!(
+            @fn self,
+            &self.mla_tc[usize::from(a.fp8)][usize::from(wide)],
+            LaunchConfig {
+                grid_dim: (a.rows as u32, head_groups, splits as u32),
+                block_dim: ((8 * m) as u32, 1, 1),
+                shared_mem_bytes: Self::mla_tc_smem(wide, a.fp8) as u32,
+            },
+            a.q_lat,
+            a.q_rope,
+            a.cache,
+            a.out,
+            parts,
+            a.tok_seq,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            bs,
+            shape.scale,
+            lo,
+            hi
+        )
+    }
+
+    /// Combines mla_tc's split partials into the output rows that took several splits, of the
+    /// sequences with fewer than `q_max` queries.
+    pub fn mla_tc_merge(
+        &self,
+        a: &MlaLaunch,
+        n_heads: usize,
+        q_max: usize,
+        (splits, parts): (usize, u64),
+    ) -> Result<(), BackendError> {
+        let (nh, ns) = (n_heads as i32, splits as i32);
+        let q_max = q_max.min(i32::MAX as usize) as i32;
+        launch!(
+            self,
+            mla_tc_merge,
+            cfg((n_heads as u32, a.rows as u32), 128),
+            parts,
+            a.out,
+            a.tok_seq,
+            a.seq_info,
+            nh,
+            ns,
+            q_max
         )
     }
 }
