@@ -10,10 +10,10 @@
 //   2. the online softmax, 8 threads per row (P to shared memory in the mma type), then
 //   3. O += P V, the 512 value dims split in four slices over the warps (f32 accumulators).
 // A tile holds QT = M / HG tokens of HG = min(n_heads, M) heads each (head groups of M when a
-// token has more heads: gridDim.y of them). Grid x is the step's token rows; the block of row t
-// works only if t starts a tile of its sequence (every QT-th query of it) and the sequence's
-// query count is in [q_min, q_max), so one launch per tile size covers any step without extra
-// metadata.
+// token has more heads: gridDim.y of them). Grid x covers token rows row0 .. row0 + gridDim.x
+// - 1 (the rows of the sequences the launch is for); the block of row t works only if t starts
+// a tile of its sequence (every QT-th query of it) and the sequence's query count is in
+// [q_min, q_max), so one launch per tile size covers any step without extra metadata.
 //
 // Splits (gridDim.z): a sequence of context C takes n = min(gridDim.z, ceil(C / MTC_SPLIT_MIN))
 // equal shares of its keys; with n = 1 the block writes the output, otherwise its rows' (max in
@@ -74,7 +74,7 @@ __device__ __forceinline__ void mla_tc_body(
     const float* __restrict__ q_lat, const float* __restrict__ q_rope, const T* __restrict__ cache,
     float* __restrict__ out, float* __restrict__ part, const uint32_t* __restrict__ tok_seq,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
-    int block_size, float scale, int q_min, int q_max) {
+    int block_size, float scale, int row0, int q_min, int q_max) {
     using L = MtcSmem<MT, T>;
     using Mma = MmaFor<T>;
     constexpr int M = L::M;
@@ -86,7 +86,7 @@ __device__ __forceinline__ void mla_tc_body(
     float* m_s = alpha_s + M;
     float* l_s = m_s + M;
 
-    const int t = blockIdx.x;
+    const int t = row0 + blockIdx.x;
     const uint32_t* info = seq_info + 4 * tok_seq[t];
     const int q0 = (int)info[0], ql = (int)info[1], ctx = (int)info[2];
     if (ql < q_min || ql >= q_max) return;
@@ -304,9 +304,9 @@ __device__ __forceinline__ void mla_tc_body(
         const T* __restrict__ cache, float* __restrict__ out, float* __restrict__ part,           \
         const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,              \
         const uint32_t* __restrict__ block_tables, int n_heads, int block_size, float scale,      \
-        int q_min, int q_max) {                                                                   \
+        int row0, int q_min, int q_max) {                                                         \
         mla_tc_body<MT, T>(q_lat, q_rope, cache, out, part, tok_seq, seq_info, block_tables,      \
-                           n_heads, block_size, scale, q_min, q_max);                             \
+                           n_heads, block_size, scale, row0, q_min, q_max);                       \
     }
 MLA_TC(mla_tc, bf16, 2)
 MLA_TC(mla_tc, bf16, 4)

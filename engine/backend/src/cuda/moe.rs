@@ -379,13 +379,22 @@ impl CudaBackend {
         parts: (usize, u64),
     ) -> Result<(), super::BackendError> {
         let k = &self.kernels;
-        let queries = |lo: usize, hi: usize| step.seqs.iter().any(|s| (lo..hi).contains(&s[1]));
+        // The rows of the sequences with a query count in lo..hi (a launch covers only those:
+        // its blocks hold over 100 KB of shared memory, even the ones that would exit).
+        let rows = |lo: usize, hi: usize| {
+            let mut seqs = step.seqs.iter().filter(|s| (lo..hi).contains(&s[1]));
+            let first = seqs.next()?;
+            let (start, end) = seqs.fold((first[0], first[0] + first[1]), |(a, b), s| {
+                (a.min(s[0]), b.max(s[0] + s[1]))
+            });
+            Some(start..end)
+        };
         let wide = MLA_TC_WIDE_MIN.min(max_queries);
-        if queries(0, wide) {
-            k.mla_tc(a, shape, block_size, (0, wide), false, parts)?;
+        if let Some(r) = rows(0, wide) {
+            k.mla_tc(a, shape, block_size, r, (0, wide), false, parts)?;
         }
-        if queries(wide, max_queries) {
-            k.mla_tc(a, shape, block_size, (wide, max_queries), true, parts)?;
+        if let Some(r) = rows(wide, max_queries) {
+            k.mla_tc(a, shape, block_size, r, (wide, max_queries), true, parts)?;
         }
         if parts.0 > 1 {
             k.mla_tc_merge(a, shape.n_heads, max_queries, parts)?;

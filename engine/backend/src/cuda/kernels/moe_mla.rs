@@ -361,15 +361,17 @@ impl Kernels {
         q + 2 * stage + widened + 4 * m * MLA_TC_BK * 4 + m * MLA_TC_PROW * 2 + 3 * m * 4
     }
 
-    /// Tensor-core MLA for the sequences whose query count is in `queries` (the narrow variant
-    /// tiles 32 (token, head) rows, the wide one 64), with `splits` shares of each sequence's
-    /// keys at most (`parts` holds rows x heads x splits x (rank + 2) floats when splits > 1;
-    /// [`Self::mla_tc_merge`] then combines them).
+    /// Tensor-core MLA for the sequences whose query count is in `queries`, whose rows lie in
+    /// `rows` (the narrow variant tiles 32 (token, head) rows, the wide one 64), with `splits`
+    /// shares of each sequence's keys at most (`parts` holds rows x heads x splits x (rank + 2)
+    /// floats when splits > 1; [`Self::mla_tc_merge`] then combines them).
+    #[allow(clippy::too_many_arguments)]
     pub fn mla_tc(
         &self,
         a: &MlaLaunch,
         shape: crate::MlaShape,
         block_size: usize,
+        rows: std::ops::Range<usize>,
         (q_min, q_max): (usize, usize),
         wide: bool,
         (splits, parts): (usize, u64),
@@ -378,11 +380,12 @@ impl Kernels {
         let head_groups = shape.n_heads.div_ceil(m) as u32;
         let (nh, bs) = (shape.n_heads as i32, block_size as i32);
         let (lo, hi) = (q_min as i32, q_max.min(i32::MAX as usize) as i32);
+        let row0 = rows.start as i32;
         launch!(
             @fn self,
             &self.mla_tc[usize::from(a.fp8)][usize::from(wide)],
             LaunchConfig {
-                grid_dim: (a.rows as u32, head_groups, splits as u32),
+                grid_dim: (rows.len() as u32, head_groups, splits as u32),
                 block_dim: ((8 * m) as u32, 1, 1),
                 shared_mem_bytes: Self::mla_tc_smem(wide, a.fp8) as u32,
             },
@@ -397,6 +400,7 @@ impl Kernels {
             nh,
             bs,
             shape.scale,
+            row0,
             lo,
             hi
         )
