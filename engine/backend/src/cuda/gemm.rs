@@ -246,24 +246,11 @@ impl Gemm {
         y: u64,
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BackendError> {
-        self.run_strided(w, x, y, (m, n, k), (k, n))
+        self.run_batched(w, x, y, (m, n, k), (k, n), (1, [0; 3]))
     }
 
-    /// `run` with rows of x `ldx` and rows of y `ldy` values apart (one head's columns of a
-    /// per-head matmul).
-    pub fn run_strided(
-        &mut self,
-        w: u64,
-        x: u64,
-        y: u64,
-        (m, n, k): (usize, usize, usize),
-        (ldx, ldy): (usize, usize),
-    ) -> Result<(), BackendError> {
-        self.run_batched(w, x, y, (m, n, k), (ldx, ldy), (1, [0; 3]))
-    }
-
-    /// `batch` strided matmuls in one call: matmul i reads w, x and y `offsets` elements (of
-    /// each) past matmul i - 1's (e.g. a per-head matmul: w heads back to back, x and y heads
+    /// `batch` matmuls in one call, rows of x `ldx` and rows of y `ldy` values apart: matmul i
+    /// reads w, x and y `offsets` elements (of each) past matmul i - 1's (e.g. a per-head matmul: w heads back to back, x and y heads
     /// side by side in each row).
     pub fn run_batched(
         &mut self,
