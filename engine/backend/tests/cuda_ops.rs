@@ -472,22 +472,31 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(2).unwrap();
     for hd in [64, 128, 96, 160] {
-        attention_case(&cpu, &gpu, hd, KvDtype::Bf16);
-        attention_case(&cpu, &gpu, hd, KvDtype::Fp8E4m3);
+        attention_case(&cpu, &gpu, hd, KvDtype::Bf16, (8, 2, 4));
+        attention_case(&cpu, &gpu, hd, KvDtype::Fp8E4m3, (8, 2, 4));
     }
+    // An odd GQA group (one head per prefill block) and a cache block that is not a power of two.
+    attention_case(&cpu, &gpu, 128, KvDtype::Bf16, (6, 2, 3));
+    attention_case(&cpu, &gpu, 64, KvDtype::Fp8E4m3, (6, 2, 3));
 }
 
 /// Sequence A: 13 cached tokens, now a 70-token prefill chunk (positions 13..83, two tiles of the
-/// tiled kernel) in 21 scattered blocks. Sequence B: 10 cached, one decode row at position 10.
+/// tiled kernel) in scattered blocks. Sequence B: 10 cached, one decode row at position 10.
 /// Sequence C: a 5-token chunk after 2 cached tokens (the per-row kernel). head_dim 160 is past
-/// the tiled kernel's limit, so everything takes the per-row kernel there.
-fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize, dtype: KvDtype) {
+/// the tiled kernel's limit, so everything takes the per-row kernel there. `layout` is (query
+/// heads, KV heads, cache block size).
+fn attention_case(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    hd: usize,
+    dtype: KvDtype,
+    (n_heads, n_kv, bs): (usize, usize, usize),
+) {
     // K and V as the GPU cache stores them, so only the attention arithmetic differs.
     let kv = |v: &[f32]| match dtype {
         KvDtype::Bf16 => bf(v),
         KvDtype::Fp8E4m3 => fp8(v),
     };
-    let (n_heads, n_kv, bs) = (8, 2, 4);
     let spec = KvCacheSpec {
         num_layers: 2,
         num_blocks: 64,
@@ -502,9 +511,16 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize, dtype: KvDtype
         gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
     );
     let scattered = |i: u32| (i * 7 + 5) % 64;
-    let a_blocks: Vec<u32> = (0..21).map(scattered).collect();
-    let b_blocks: Vec<u32> = (21..24).map(scattered).collect();
-    let c_blocks: Vec<u32> = (24..26).map(scattered).collect();
+    let (na, nb, nc) = (
+        83usize.div_ceil(bs),
+        11usize.div_ceil(bs),
+        7usize.div_ceil(bs),
+    );
+    let a_blocks: Vec<u32> = (0..na as u32).map(scattered).collect();
+    let b_blocks: Vec<u32> = (na as u32..(na + nb) as u32).map(scattered).collect();
+    let c_blocks: Vec<u32> = ((na + nb) as u32..(na + nb + nc) as u32)
+        .map(scattered)
+        .collect();
     let slot = |blocks: &[u32], pos: usize| blocks[pos / bs] * bs as u32 + (pos % bs) as u32;
     let kv_dim = n_kv * hd;
     let fill = ForwardBatch {
@@ -571,7 +587,8 @@ fn attention_case(cpu: &CpuBackend, gpu: &CudaBackend, hd: usize, dtype: KvDtype
     gpu.attention(&kg, 1, &upload(gpu, &q), shape, &sg, &mut og);
     let d = max_rel(&gpu.to_host(&og), &oc);
     println!(
-        "paged attention head_dim {hd}, {} cache: max rel diff {d:.2e}",
+        "paged attention head_dim {hd}, heads {n_heads}/{n_kv}, block {bs}, {} cache: max rel \
+         diff {d:.2e}",
         dtype.name()
     );
     // The tensor-core prefill kernel (head_dim 64 and 128) rounds Q and P to bf16.

@@ -27,11 +27,13 @@ __device__ __forceinline__ void write_kv_body(const float* __restrict__ k,
 extern "C" __global__ void write_kv(const float* __restrict__ k, const float* __restrict__ v,
                                     const uint32_t* __restrict__ slots, bf16* __restrict__ kc,
                                     bf16* __restrict__ vc, int kv_dim) {
+    pdl_begin();
     write_kv_body(k, v, slots, kc, vc, kv_dim);
 }
 extern "C" __global__ void write_kv_fp8(const float* __restrict__ k, const float* __restrict__ v,
                                         const uint32_t* __restrict__ slots, fp8* __restrict__ kc,
                                         fp8* __restrict__ vc, int kv_dim) {
+    pdl_begin();
     write_kv_body(k, v, slots, kc, vc, kv_dim);
 }
 
@@ -94,6 +96,7 @@ __device__ __forceinline__ void rope_write_kv_body(
         const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,                     \
         const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,  \
         int n_kv_heads, int head_dim, int rotary_dim, int neox) {                                 \
+        pdl_begin();                                                                              \
         rope_write_kv_body(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc, vc, n_heads,   \
                            n_kv_heads, head_dim, rotary_dim, neox);                               \
     }
@@ -116,6 +119,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
     float* __restrict__ out, const uint32_t* __restrict__ tiles,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
     int n_kv_heads, int head_dim, int block_size, float scale) {
+    pdl_begin();
     __shared__ __align__(16) bf16 Ks[FA_BK][FA_MAX_HD];
     __shared__ __align__(16) bf16 Vs[FA_BK][FA_MAX_HD];
     const int h = blockIdx.y;

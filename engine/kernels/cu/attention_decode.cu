@@ -145,6 +145,7 @@ __device__ __forceinline__ void attn_decode_body(
         const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int head_dim, int block_size, float scale) {                 \
+        pdl_begin();                                                                              \
         attn_decode_body<LPK, HB, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,  \
                                      block_tables, n_heads, n_kv_heads, head_dim, block_size,     \
                                      scale);                                                      \
@@ -165,6 +166,7 @@ extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
                                              const uint32_t* __restrict__ tok_seq,
                                              const uint32_t* __restrict__ seq_info, int n_heads,
                                              int head_dim, int split_min) {
+    pdl_begin();
     const int i = blockIdx.x, h = blockIdx.y, t = rows[i];
     const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]), split_min);
     if (n_split == 1) return;

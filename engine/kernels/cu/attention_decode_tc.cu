@@ -270,6 +270,7 @@ __device__ __forceinline__ void attn_decode_tc_body(
         const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int block_size, float scale) {                               \
+        pdl_begin();                                                                              \
         attn_decode_tc_body<HD, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,    \
                                    block_tables, n_heads, n_kv_heads, block_size, scale);         \
     }

@@ -1,12 +1,13 @@
 // Causal paged attention for prefill chunks on the tensor cores (flash-attention 2 style):
-// one block per (64-row query tile, head), four warps of 16 query rows each. Q is held in
+// one block per (64-row query tile, HPB heads of one KV group), four warps of 16 query rows per
+// head (with HPB = 2, the two heads share each K and V tile). Q is held in
 // registers as bf16 mma fragments (scaled by softmax_scale * log2(e), so the softmax uses
-// exp2); K and V tiles of 64 keys are copied from the paged cache into shared memory with
-// cp.async, V's copy overlapping S = Q K^T and the next K's copy overlapping O += P V.
+// exp2); K and V tiles of 64 keys are copied from the paged cache into (dynamic) shared memory
+// with cp.async, two stages deep for bf16 caches (see prefill_tc_smem).
 // S and O accumulate in f32 (mma.sync m16n8k16, bf16 inputs); P is rounded to bf16 for P V.
 //
 // tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. head_dim is HD (64 or 128).
-// Grid: (tiles, n_heads), 128 threads.
+// Grid: (tiles, n_heads / HPB), 128 * HPB threads.
 #include <math.h>
 #include "mma.cuh"
 
@@ -24,10 +25,15 @@ __device__ __forceinline__ void load_tile(void* dst, const T* __restrict__ cache
     constexpr int VEC = 16 / sizeof(T);  // elements per 16-byte copy
     constexpr int VECS = HD / VEC;
     constexpr int ROW = std::is_same<T, bf16>::value ? (HD + 8) * 2 : HD;  // bytes
+    // Cache blocks are usually a power of two: shifts instead of an integer division per copy.
+    const bool pow2 = (block_size & (block_size - 1)) == 0;
+    const int shift = __ffs(block_size) - 1;
     for (int x = threadIdx.x; x < TC_BK * VECS; x += blockDim.x) {
         const int j = x / VECS, c = x % VECS;
         const int key = min(k0 + j, max_key);
-        const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+        const size_t slot =
+            pow2 ? ((size_t)table[key >> shift] << shift) + (key & (block_size - 1))
+                 : (size_t)table[key / block_size] * block_size + key % block_size;
         cp_async16(static_cast<unsigned char*>(dst) + j * ROW + c * 16,
                    cache + slot * kv_dim + kvh * HD + c * VEC);
     }
@@ -43,7 +49,16 @@ __device__ __forceinline__ void widen_tile(uint16_t (*dst)[HD + 8], const unsign
     }
 }
 
+// Shared memory of one block: a 16-bit tile is TC_BK rows of HD + 8 values. bf16 caches take
+// two stages of (K, V) tiles, the next keys landing while this tile's are used; fp8 ones take
+// one K and one V tile, widened from a raw tile that the next copy lands in.
 template <int HD, typename T>
+__host__ __device__ constexpr int prefill_tc_smem() {
+    return std::is_same<T, fp8>::value ? 2 * TC_BK * (HD + 8) * 2 + TC_BK * HD
+                                       : 4 * TC_BK * (HD + 8) * 2;
+}
+
+template <int HD, typename T, int HPB>
 __device__ __forceinline__ void attn_prefill_tc_body(
     const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
     float* __restrict__ out, const uint32_t* __restrict__ tiles,
@@ -53,16 +68,13 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     constexpr int NT = HD / 8;   // n-tiles of O
     constexpr bool FP8 = std::is_same<T, fp8>::value;
     using Mma = MmaFor<T>;
-    // K and V tiles of 16-bit values (bf16, or f16 widened from fp8), and for fp8 the raw tile
-    // the next K or V lands in.
-    __shared__ __align__(16) uint16_t Ks[TC_BK][HD + 8];
-    __shared__ __align__(16) uint16_t Vs[TC_BK][HD + 8];
-    __shared__ __align__(16) unsigned char raw[FP8 ? TC_BK * HD : 16];
-    // Where K / V tiles land: straight into Ks / Vs for bf16, into `raw` for fp8.
-    void* k_dst = FP8 ? static_cast<void*>(raw) : static_cast<void*>(Ks);
-    void* v_dst = FP8 ? static_cast<void*>(raw) : static_cast<void*>(Vs);
+    using Tile = uint16_t[TC_BK][HD + 8];
+    extern __shared__ __align__(16) unsigned char smem[];
+    Tile* tile = reinterpret_cast<Tile*>(smem);
 
-    const int h = blockIdx.y;
+    // Four warps per head; a block takes HPB heads of one KV group, sharing its K / V tiles.
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int h = blockIdx.y * HPB + (threadIdx.x >> 7);
     const uint32_t* info = seq_info + 4 * tiles[2 * blockIdx.x];
     const int row0 = tiles[2 * blockIdx.x + 1];
     const int q_start = info[0], q_len = info[1], ctx_len = info[2];
@@ -73,13 +85,24 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     const int kvh = h / (n_heads / n_kv_heads);
     const int kv_dim = n_kv_heads * HD;
 
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, tig = lane & 3;
     // This thread's two query rows (g and g + 8 of the warp's 16), as tile-relative indices.
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
     const int pos_lo = base_pos + row0 + r_lo, pos_hi = pos_lo + 8;
-
-    load_tile<HD, T>(k_dst, kc, table, 0, max_pos, block_size, kv_dim, kvh);
+    // K / V tiles of keys k0.. into shared memory (cp.async, committed by the caller).
+    auto load_k = [&](void* dst, int k0) {
+        load_tile<HD, T>(dst, kc, table, k0, max_pos, block_size, kv_dim, kvh);
+    };
+    auto load_v = [&](void* dst, int k0) {
+        load_tile<HD, T>(dst, vc, table, k0, max_pos, block_size, kv_dim, kvh);
+    };
+    unsigned char* raw = smem + 2 * sizeof(Tile);  // fp8 only
+    if constexpr (FP8) {
+        load_k(raw, 0);
+    } else {
+        load_k(tile[0], 0);
+        load_v(tile[1], 0);
+    }
     cp_async_commit();
 
     // Q fragments: a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi.
@@ -110,17 +133,10 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
 
-    for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
-        cp_async_wait_all();  // K(k0)
-        __syncthreads();      // K(k0) visible to all; every warp is done with V(k0 - 64)
-        if constexpr (FP8) {
-            widen_tile<HD>(Ks, raw);
-            __syncthreads();  // Ks complete; `raw` free
-        }
-        load_tile<HD, T>(v_dst, vc, table, k0, max_pos, block_size, kv_dim, kvh);
-        cp_async_commit();
-
-        // S = Q K^T for 64 keys: 8 n-tiles of 8 keys.
+    // S = Q K^T for the 64 keys from k0, the causal mask and the online softmax (base 2): the
+    // running max and sum and O are rescaled, and P comes back as A fragments (k-chunk kk covers
+    // keys 16kk .. 16kk + 15 = n-tiles 2kk, 2kk + 1).
+    auto scores = [&](const Tile& Ks, int k0, uint32_t (&pa)[4][4]) {
         float s[8][4];
 #pragma unroll
         for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
@@ -135,15 +151,21 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 Mma::mma(s[j], qa[c + 1], b[2], b[3]);
             }
         }
-        // Causal mask and online softmax (base 2). Rows g / g + 8 live in the 4 lanes of a quad.
+        // Rows g / g + 8 live in the 4 lanes of a quad. Only tiles reaching past the warp's
+        // first row need the causal mask.
+        if (k0 + TC_BK - 1 > pos_lo - g) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int key = k0 + 8 * j + 2 * tig;
+                if (key > pos_lo) s[j][0] = -INFINITY;
+                if (key + 1 > pos_lo) s[j][1] = -INFINITY;
+                if (key > pos_hi) s[j][2] = -INFINITY;
+                if (key + 1 > pos_hi) s[j][3] = -INFINITY;
+            }
+        }
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int key = k0 + 8 * j + 2 * tig;
-            if (key > pos_lo) s[j][0] = -INFINITY;
-            if (key + 1 > pos_lo) s[j][1] = -INFINITY;
-            if (key > pos_hi) s[j][2] = -INFINITY;
-            if (key + 1 > pos_hi) s[j][3] = -INFINITY;
             mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
             mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
         }
@@ -156,7 +178,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
         // A row with nothing visible yet (a padded row of the tile) keeps m = -inf: use 0.
         const float mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
         const float mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-        const float c_lo = exp2f(m_lo - mu_lo), c_hi = exp2f(m_hi - mu_hi);
+        const float c_lo = fast_exp2(m_lo - mu_lo), c_hi = fast_exp2(m_hi - mu_hi);
         m_lo = mn_lo;
         m_hi = mn_hi;
         l_lo *= c_lo;
@@ -168,29 +190,18 @@ __device__ __forceinline__ void attn_prefill_tc_body(
             o[n][2] *= c_hi;
             o[n][3] *= c_hi;
         }
-        // P as A fragments: k-chunk kk covers keys 16kk .. 16kk + 15 = n-tiles 2kk, 2kk + 1.
-        uint32_t pa[4][4];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const float p0 = exp2f(s[j][0] - mu_lo), p1 = exp2f(s[j][1] - mu_lo);
-            const float p2 = exp2f(s[j][2] - mu_hi), p3 = exp2f(s[j][3] - mu_hi);
+            const float p0 = fast_exp2(s[j][0] - mu_lo), p1 = fast_exp2(s[j][1] - mu_lo);
+            const float p2 = fast_exp2(s[j][2] - mu_hi), p3 = fast_exp2(s[j][3] - mu_hi);
             l_lo += p0 + p1;
             l_hi += p2 + p3;
             pa[j >> 1][(j & 1) * 2] = Mma::pack(p0, p1);
             pa[j >> 1][(j & 1) * 2 + 1] = Mma::pack(p2, p3);
         }
-
-        cp_async_wait_all();  // V(k0)
-        __syncthreads();      // V(k0) visible; every warp is done with K(k0)
-        if constexpr (FP8) {
-            widen_tile<HD>(Vs, raw);
-            __syncthreads();  // Vs complete; `raw` free
-        }
-        if (k0 + TC_BK <= max_pos) {
-            load_tile<HD, T>(k_dst, kc, table, k0 + TC_BK, max_pos, block_size, kv_dim, kvh);
-            cp_async_commit();
-        }
-        // O += P V: for each key chunk kk, dims in pairs of n-tiles.
+    };
+    // O += P V: for each key chunk kk, dims in pairs of n-tiles.
+    auto accumulate = [&](const Tile& Vs, const uint32_t (&pa)[4][4]) {
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
 #pragma unroll
@@ -203,6 +214,48 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 Mma::mma(o[n], pa[kk], b[0], b[1]);
                 Mma::mma(o[n + 1], pa[kk], b[2], b[3]);
             }
+        }
+    };
+
+    if constexpr (FP8) {
+        // One K and one V tile: V's copy overlaps S, the next K's copy overlaps P V.
+        for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
+            cp_async_wait_all();  // K(k0)
+            __syncthreads();      // K(k0) landed; every warp is done with V(k0 - 64)
+            widen_tile<HD>(tile[0], raw);
+            __syncthreads();  // K tile complete; `raw` free
+            load_v(raw, k0);
+            cp_async_commit();
+            uint32_t pa[4][4];
+            scores(tile[0], k0, pa);
+            cp_async_wait_all();  // V(k0)
+            __syncthreads();      // V(k0) landed; every warp is done with K(k0)
+            widen_tile<HD>(tile[1], raw);
+            __syncthreads();  // V tile complete; `raw` free
+            if (k0 + TC_BK <= max_pos) {
+                load_k(raw, k0 + TC_BK);
+                cp_async_commit();
+            }
+            accumulate(tile[1], pa);
+        }
+    } else {
+        // Two stages: the next K and V land while this tile's are used.
+        int st = 0;
+        for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
+            if (k0 + TC_BK <= max_pos) {
+                load_k(tile[2 * (st ^ 1)], k0 + TC_BK);
+                load_v(tile[2 * (st ^ 1) + 1], k0 + TC_BK);
+                cp_async_commit();
+                cp_async_wait<1>();  // this tile's copy is done, the next one's may still run
+            } else {
+                cp_async_wait_all();
+            }
+            __syncthreads();  // this stage landed for every thread
+            uint32_t pa[4][4];
+            scores(tile[2 * st], k0, pa);
+            accumulate(tile[2 * st + 1], pa);
+            __syncthreads();  // every warp is done with this stage before it is refilled
+            st ^= 1;
         }
     }
     // Row sums over the quad, then write the tile's rows.
@@ -224,16 +277,21 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     }
 }
 
-#define ATTN_PREFILL_TC(NAME, T, HD)                                                              \
-    extern "C" __global__ void __launch_bounds__(128) NAME##_##HD(                                \
+#define ATTN_PREFILL_TC(NAME, T, HD, HPB)                                                         \
+    extern "C" __global__ void __launch_bounds__(128 * HPB) NAME##_##HD(                          \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         float* __restrict__ out, const uint32_t* __restrict__ tiles,                              \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int block_size, float scale) {                               \
-        attn_prefill_tc_body<HD, T>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,       \
-                                    n_kv_heads, block_size, scale);                               \
+        pdl_begin();                                                                              \
+        attn_prefill_tc_body<HD, T, HPB>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,  \
+                                         n_kv_heads, block_size, scale);                          \
     }
-ATTN_PREFILL_TC(attn_prefill_tc, bf16, 64)
-ATTN_PREFILL_TC(attn_prefill_tc, bf16, 128)
-ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 64)
-ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 128)
+ATTN_PREFILL_TC(attn_prefill_tc, bf16, 64, 1)
+ATTN_PREFILL_TC(attn_prefill_tc, bf16, 128, 1)
+ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 64, 1)
+ATTN_PREFILL_TC(attn_prefill_tc_fp8, fp8, 128, 1)
+ATTN_PREFILL_TC(attn_prefill_tc_h2, bf16, 64, 2)
+ATTN_PREFILL_TC(attn_prefill_tc_h2, bf16, 128, 2)
+ATTN_PREFILL_TC(attn_prefill_tc_h2_fp8, fp8, 64, 2)
+ATTN_PREFILL_TC(attn_prefill_tc_h2_fp8, fp8, 128, 2)

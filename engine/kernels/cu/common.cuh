@@ -71,3 +71,28 @@ __device__ __forceinline__ void kv_store(bf16* p, float v) { *p = __float2bfloat
 __device__ __forceinline__ void kv_store(fp8* p, float v) {
     p->__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
+
+// Programmatic dependent launch (sm_90 and later; no-ops before, and when the launch did not ask
+// for it). The backend launches every kernel with programmatic stream serialization, so a kernel
+// may start while the one before it in the stream is still running. Every kernel first lets the
+// next one launch (pdl_trigger: it is scheduled once all of this grid's blocks have started, and
+// its blocks then take free SM slots), then waits in every block (pdl_wait) for the kernel before
+// it to complete, before it touches memory another kernel writes and before any early return,
+// so that no kernel completes before its predecessor. Only reads of weights, which no kernel
+// writes, may come before the wait: the GEMVs prefetch theirs, keeping DRAM busy while the small
+// kernels between two GEMVs run.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The start of a kernel that prefetches nothing.
+__device__ __forceinline__ void pdl_begin() {
+    pdl_trigger();
+    pdl_wait();
+}

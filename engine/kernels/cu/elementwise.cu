@@ -16,6 +16,7 @@ __device__ __forceinline__ void store_act(void* out, size_t i, float v, int out_
 // out[r, :] = table[ids[r], :]. Grid: rows.
 extern "C" __global__ void embedding(const bf16* __restrict__ table, const uint32_t* __restrict__ ids,
                                      float* __restrict__ out, int cols) {
+    pdl_begin();
     const bf16* src = table + (size_t)ids[blockIdx.x] * cols;
     float* dst = out + (size_t)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = __bfloat162float(src[c]);
@@ -73,6 +74,7 @@ __device__ __forceinline__ void norm_row(float* __restrict__ rr, const float* __
 // RMS norm of each n-long chunk. Grid: chunks.
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
                                     void* __restrict__ out, int n, float eps, int out_bf16) {
+    pdl_begin();
     // The row is only read (norm_row writes the residual only when adding).
     float* xr = const_cast<float*>(x) + (size_t)blockIdx.x * n;
     const size_t off = (size_t)blockIdx.x * n * (out_bf16 ? 2 : 4);
@@ -83,6 +85,7 @@ extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __
 extern "C" __global__ void add_rms_norm(float* __restrict__ residual, const float* __restrict__ x,
                                         const float* __restrict__ w, void* __restrict__ out, int n,
                                         float eps, int out_bf16) {
+    pdl_begin();
     const size_t off = (size_t)blockIdx.x * n;
     char* o = static_cast<char*>(out) + off * (out_bf16 ? 2 : 4);
     norm_row<true>(residual + off, x + off, w, o, n, eps, out_bf16);
@@ -93,6 +96,7 @@ extern "C" __global__ void add_rms_norm(float* __restrict__ residual, const floa
 extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restrict__ pos,
                                 const float* __restrict__ inv_freq, int n_heads, int head_dim,
                                 int rotary_dim, int neox) {
+    pdl_begin();
     const int half = rotary_dim / 2;
     const float p = (float)pos[blockIdx.x];
     float* xr = x + (size_t)blockIdx.x * n_heads * head_dim;
@@ -111,6 +115,7 @@ extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restric
 // out = silu(gate) * up, elementwise over n values.
 extern "C" __global__ void silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
                                     void* __restrict__ out, size_t n, int out_bf16) {
+    pdl_begin();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
@@ -121,12 +126,14 @@ extern "C" __global__ void silu_mul(const float* __restrict__ gate, const float*
 // y[r, c] += bias[c] over n = rows * cols values.
 extern "C" __global__ void add_bias(float* __restrict__ y, const float* __restrict__ bias, int cols,
                                     size_t n) {
+    pdl_begin();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] += bias[i % cols];
 }
 
 extern "C" __global__ void f32_to_bf16(const float* __restrict__ x, bf16* __restrict__ y, size_t n) {
+    pdl_begin();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] = __float2bfloat16(x[i]);
@@ -136,6 +143,7 @@ extern "C" __global__ void f32_to_bf16(const float* __restrict__ x, bf16* __rest
 extern "C" __global__ void gather_rows(const void* __restrict__ x, const uint32_t* __restrict__ rows,
                                        void* __restrict__ out, int cols, int in_bf16,
                                        int out_bf16) {
+    pdl_begin();
     const size_t src = (size_t)rows[blockIdx.x] * cols, dst = (size_t)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         const float v = in_bf16 ? __bfloat162float(static_cast<const bf16*>(x)[src + c])
@@ -151,6 +159,7 @@ extern "C" __global__ void split_qkv(const float* __restrict__ y, float* __restr
                                      const float* __restrict__ bq, const float* __restrict__ bk,
                                      const float* __restrict__ bv, int n0, int n1, int n2,
                                      size_t total) {
+    pdl_begin();
     const int cols = n0 + n1 + n2;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -172,6 +181,7 @@ extern "C" __global__ void split_qkv(const float* __restrict__ y, float* __restr
 // Grid-stride over rows * n.
 extern "C" __global__ void silu_mul_pair(const float* __restrict__ gu, void* __restrict__ out,
                                          int n, size_t total, int out_bf16) {
+    pdl_begin();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / n, c = i % n;

@@ -13,6 +13,19 @@
 #define GEMV_UNROLL 4
 #define GEMV_WARPS 4  // warps per block, splitting K
 
+// GEMV_UNROLL 16-byte loads of each of the R weight rows, 32 apart from k8 = kb (zero past k_end).
+template <int R>
+__device__ __forceinline__ void gemv_load(const bf16* const (&w)[R], int kb, int k_end,
+                                          uint4 (&wv)[GEMV_UNROLL][R]) {
+#pragma unroll
+    for (int u = 0; u < GEMV_UNROLL; u++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            wv[u][r] = kb + 32 * u < k_end
+                           ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
+                           : make_uint4(0, 0, 0, 0);
+}
+
 // acc[m][r] = x[m, :] . w[r][:] over this warp's quarter of K, then summed over the block's
 // GEMV_WARPS warps in warp order (lane 0 of warp 0 gets the sums). A block owns R features and
 // its warps split K, so a narrow matrix still has 4 warps per feature group streaming it.
@@ -29,15 +42,13 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
+        // The first GEMV_UNROLL loads per row are weights, which no kernel writes: they are in
+        // flight before the wait for the kernel that writes x (see pdl_wait in common.cuh).
+        pdl_trigger();
+        uint4 wv[GEMV_UNROLL][R];
+        gemv_load<R>(w, k_lo + lane, k_end, wv);
+        pdl_wait();
         for (int kb = k_lo + lane; kb < k_end; kb += 32 * GEMV_UNROLL) {
-            uint4 wv[GEMV_UNROLL][R];
-#pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; u++)
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    wv[u][r] = kb + 32 * u < k_end
-                                   ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
-                                   : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < GEMV_UNROLL; u++) {
                 const int k8 = kb + 32 * u;
@@ -55,8 +66,10 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
                     }
                 }
             }
+            if (kb + 32 * GEMV_UNROLL < k_end) gemv_load<R>(w, kb + 32 * GEMV_UNROLL, k_end, wv);
         }
     } else {
+        pdl_begin();
         const int per = (K + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(K, k_lo + per);
         for (int k = k_lo + lane; k < k_end; k += 32) {
@@ -120,6 +133,7 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
                                                    float* __restrict__ y, int N, int K) {         \
         const int n0 = gemv_group() * R;                                                           \
         if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0);                                 \
+        else pdl_begin();                                                                         \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
     extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \
@@ -133,6 +147,7 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
         if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
         n0 -= N1;                                                                                 \
         if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
+        else pdl_begin();                                                                         \
     }
 // The SwiGLU variant reads 2R rows per warp, so it comes in R = 1 and 2.
 template <int M, int R>
@@ -141,7 +156,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y, int N, int K) {
     const int n0 = gemv_group() * R;
-    if (n0 >= N) return;
+    if (n0 >= N) return pdl_begin();
     const bf16* w[2 * R];
 #pragma unroll
     for (int r = 0; r < R; r++) {

@@ -30,11 +30,13 @@ __device__ __forceinline__ void write_latent_body(const void* __restrict__ laten
 }
 extern "C" __global__ void write_latent(const void* latent, int lat_bf16, const float* k_rope,
                                         const uint32_t* slots, bf16* cache, int rank, int rope) {
+    pdl_begin();
     write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
 }
 extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, const float* k_rope,
                                             const uint32_t* slots, fp8* cache, int rank,
                                             int rope) {
+    pdl_begin();
     write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
 }
 
@@ -134,6 +136,7 @@ extern "C" __global__ void mla_merge(const float* __restrict__ part, float* __re
                                      const uint32_t* __restrict__ tok_seq,
                                      const uint32_t* __restrict__ seq_info, int n_heads, int rank,
                                      int n_splits, int gemm_min_queries) {
+    pdl_begin();
     const int h = blockIdx.x, row = blockIdx.y;
     if ((int)seq_info[4 * tok_seq[row] + 1] >= gemm_min_queries) return;
     const float* pp = part + ((size_t)row * n_heads + h) * n_splits * (rank + 2);
@@ -160,6 +163,7 @@ extern "C" __global__ void mla_attention(const float* q_lat, const float* q_rope
                                          const uint32_t* seq_info, const uint32_t* block_tables,
                                          int n_heads, int rank, int rope, int block_size,
                                          float scale, int gemm_min_queries, float* part) {
+    pdl_begin();
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
              block_size, scale, gemm_min_queries, part);
 }
@@ -169,6 +173,7 @@ extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_
                                              const uint32_t* block_tables, int n_heads, int rank,
                                              int rope, int block_size, float scale,
                                              int gemm_min_queries, float* part) {
+    pdl_begin();
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
              block_size, scale, gemm_min_queries, part);
 }
@@ -177,6 +182,7 @@ extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_
 // Grid (ceil(n / 8), rows * n_heads), 8 warps: a warp per output.
 extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
                                         float* __restrict__ out, int n_heads, int n, int k) {
+    pdl_begin();
     const int lane = threadIdx.x & 31;
     const int j = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (j >= n) return;
@@ -214,6 +220,7 @@ __device__ __forceinline__ void mla_gather_body(const T* __restrict__ cache,
 extern "C" __global__ void mla_gather(const bf16* cache, const uint32_t* seq_info,
                                       const uint32_t* block_tables, int seq, int ctx, int ctx_pad,
                                       int rank, int rope, int block_size, bf16* K, bf16* Vt) {
+    pdl_begin();
     mla_gather_body(cache, seq_info, block_tables, seq, ctx, ctx_pad, rank, rope, block_size, K,
                     Vt);
 }
@@ -221,6 +228,7 @@ extern "C" __global__ void mla_gather_fp8(const fp8* cache, const uint32_t* seq_
                                           const uint32_t* block_tables, int seq, int ctx,
                                           int ctx_pad, int rank, int rope, int block_size, bf16* K,
                                           bf16* Vt) {
+    pdl_begin();
     mla_gather_body(cache, seq_info, block_tables, seq, ctx, ctx_pad, rank, rope, block_size, K,
                     Vt);
 }
@@ -229,6 +237,7 @@ extern "C" __global__ void mla_gather_fp8(const fp8* cache, const uint32_t* seq_
 extern "C" __global__ void mla_q_pack(const float* __restrict__ q_lat,
                                       const float* __restrict__ q_rope, int row0, int n_heads,
                                       int rank, int rope, bf16* __restrict__ Q) {
+    pdl_begin();
     const size_t rh = (size_t)row0 * n_heads + blockIdx.x, width = rank + rope;
     for (int i = threadIdx.x; i < rank + rope; i += blockDim.x)
         Q[blockIdx.x * width + i] =
@@ -239,6 +248,7 @@ extern "C" __global__ void mla_q_pack(const float* __restrict__ q_lat,
 // first query sits at position `first`) into P (bf16, zero past the visible keys). Grid m.
 extern "C" __global__ void mla_softmax(const float* __restrict__ S, bf16* __restrict__ P,
                                        int n_heads, int ctx_pad, int first, int t0, float scale) {
+    pdl_begin();
     const size_t r = blockIdx.x;
     const int visible = first + t0 + (int)(r / n_heads) + 1;
     const float* s = S + r * ctx_pad;

@@ -305,6 +305,7 @@ __device__ __forceinline__ void mla_tc_body(
         const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,              \
         const uint32_t* __restrict__ block_tables, int n_heads, int block_size, float scale,      \
         int row0, int q_min, int q_max) {                                                         \
+        pdl_begin();                                                                              \
         mla_tc_body<MT, T>(q_lat, q_rope, cache, out, part, tok_seq, seq_info, block_tables,      \
                            n_heads, block_size, scale, row0, q_min, q_max);                       \
     }
@@ -320,6 +321,7 @@ extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* _
                                         const uint32_t* __restrict__ tok_seq,
                                         const uint32_t* __restrict__ seq_info, int n_heads,
                                         int n_parts, int q_max) {
+    pdl_begin();
     const int h = blockIdx.x, row = blockIdx.y;
     const uint32_t* info = seq_info + 4 * tok_seq[row];
     if ((int)info[1] >= q_max) return;

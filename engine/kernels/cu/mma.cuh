@@ -62,6 +62,14 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// 2^x with the hardware approximation (2 ulp; 2^-inf = 0), for softmax weights that are rounded
+// to 16 bits right after.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // 8 fp8 e4m3 values (8 bytes) as 8 f16 values (16 bytes): exact, e4m3 fits f16.
 __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 u) {
     uint32_t r[4];

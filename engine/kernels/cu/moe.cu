@@ -28,6 +28,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
                                      float* __restrict__ weights, int n_experts, int top_k,
                                      int sigmoid, int norm, int n_group, int topk_group,
                                      float scale) {
+    pdl_begin();
     __shared__ float score[MOE_MAX_EXPERTS];
     __shared__ float choice[MOE_MAX_EXPERTS];
     __shared__ int open_group[MOE_MAX_GROUPS];
@@ -127,6 +128,7 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
 extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
                                        const int* __restrict__ ids, const bf16* __restrict__ gate_up,
                                        float* __restrict__ act, int hidden, int inter, int top_k) {
+    pdl_begin();
     const int lane = threadIdx.x & 31;
     const int f = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
     const int pair = blockIdx.x;
@@ -168,6 +170,7 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
                                     const bf16* __restrict__ down,
                                     const float* __restrict__ shared, float* __restrict__ out,
                                     int hidden, int inter, int top_k) {
+    pdl_begin();
     const int lane = threadIdx.x & 31;
     const int h = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
     const size_t row = blockIdx.x;
@@ -200,6 +203,7 @@ extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* _
                                        const float* __restrict__ weights,
                                        const float* __restrict__ shared, float* __restrict__ out,
                                        int hidden, int top_k) {
+    pdl_begin();
     const size_t row = blockIdx.x;
     for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
         float total = 0.f;

@@ -6,6 +6,7 @@
 // Grid: rows; ties go to the lowest id, like the host sampler.
 extern "C" __global__ void argmax_rows(const float* __restrict__ logits, uint32_t* __restrict__ ids,
                                        int vocab) {
+    pdl_begin();
     const float* row = logits + (size_t)blockIdx.x * vocab;
     float best = -INFINITY;
     int best_i = 0x7fffffff;
@@ -80,6 +81,7 @@ struct SampleRowView {
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     const float* __restrict__ logits, const float* __restrict__ params,
     uint32_t* __restrict__ ids, int vocab) {
+    pdl_begin();
     __shared__ float scan[SAMPLE_THREADS];
     const float* p = params + 5 * blockIdx.x;
     const float temp = p[0], top_p = p[2], min_p = p[3], u = p[4];

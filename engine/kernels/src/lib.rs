@@ -5,3 +5,42 @@
 /// The fatbin: compute_80 PTX plus sm_89, sm_90a, sm_100a and sm_120a cubins.
 #[cfg(feature = "cuda")]
 pub static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hearth.fatbin"));
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The backend launches every kernel with programmatic stream serialization, which is only
+    /// safe if each kernel waits for its predecessor (griddepcontrol.wait) before it touches
+    /// activations or returns: see pdl_wait in cu/common.cuh. Every kernel starts with
+    /// `pdl_begin();`, except the GEMVs, which prefetch weights first and wait in gemv_dots.
+    #[test]
+    fn every_kernel_waits_for_its_predecessor() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("cu");
+        let mut kernels = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let src = std::fs::read_to_string(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            for (at, _) in src.match_indices("__global__") {
+                kernels += 1;
+                let body = &src[at..][src[at..].find('{').unwrap() + 1..];
+                let first = body[..body.find(';').unwrap()].replace('\\', "");
+                let first = first.trim();
+                if name == "gemv.cu" {
+                    assert!(
+                        body.contains("gemv_") && src.contains("pdl_wait();"),
+                        "{name}: a GEMV kernel that never waits"
+                    );
+                } else {
+                    assert_eq!(first, "pdl_begin()", "{name}: a kernel at byte {at}");
+                }
+            }
+        }
+        assert!(
+            kernels > 30,
+            "found only {kernels} kernels in {}",
+            dir.display()
+        );
+    }
+}

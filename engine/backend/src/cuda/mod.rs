@@ -269,6 +269,9 @@ impl CudaBackend {
         self.kernels
             .skip
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.kernels
+            .capturing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let r = st.graphs.flush(&self.stream);
         drop(st);
         self.check("decode graph", r);
@@ -475,6 +478,10 @@ impl Backend for CudaBackend {
             let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
             self.kernels.skip.store(
                 matches!(mode, Mode::Replay(_)),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            self.kernels.capturing.store(
+                matches!(mode, Mode::Capture(_)),
                 std::sync::atomic::Ordering::Relaxed,
             );
         }

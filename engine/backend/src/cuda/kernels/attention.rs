@@ -3,7 +3,7 @@
 //! the merge of their splits), and prefill tiles (tensor-core, attention_prefill.cu, or the
 //! CUDA-core tiled kernel of attention.cu).
 
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig};
 
 use super::{cfg, Kernels};
 use crate::BackendError;
@@ -24,7 +24,22 @@ pub(super) const DECODE_TC_SPLIT_MIN: i32 = 128;
 pub(super) const DECODE_TC_WARPS: usize = 4;
 pub(super) const DECODE_TC_BK: usize = 16;
 
+/// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
+const PREFILL_TC_BK: usize = 64;
+
 impl Kernels {
+    /// Dynamic shared memory of the tensor-core prefill kernel (prefill_tc_smem<HD, T>): two
+    /// stages of K and V tiles of bf16 rows padded by 8, or for fp8 one widened K and V tile
+    /// pair plus the raw tile copies land in.
+    pub(super) fn prefill_tc_smem(hd: usize, fp8: bool) -> usize {
+        let tile = PREFILL_TC_BK * (hd + 8) * 2;
+        if fp8 {
+            2 * tile + PREFILL_TC_BK * hd
+        } else {
+            4 * tile
+        }
+    }
+
     /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
     /// two stages of K and V tiles (bf16 rows padded by 8, or fp8 rows) plus, for fp8, one
     /// widened f16 tile pair; at least the warps' merge area.
@@ -208,7 +223,8 @@ impl Kernels {
         head_dim == 64 || head_dim == 128
     }
 
-    /// Causal paged attention of 64-row query tiles on the tensor cores (attention_prefill.cu).
+    /// Causal paged attention of 64-row query tiles on the tensor cores (attention_prefill.cu),
+    /// one block per tile and pair of heads of a KV group (one head for odd groups).
     pub fn attention_tiles_tc(
         &self,
         a: &AttnLaunch,
@@ -224,11 +240,22 @@ impl Kernels {
             a.head_dim
         );
         let [nh, nkv, _, bs] = a.layout();
-        let f = &self.attn_prefill_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        // Two heads per block where the KV group has an even size.
+        let hpb = if (a.n_heads / a.n_kv_heads).is_multiple_of(2) {
+            2
+        } else {
+            1
+        };
+        let f = &self.attn_prefill_tc[hpb - 1][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        let c = LaunchConfig {
+            grid_dim: (n_tiles as u32, (a.n_heads / hpb) as u32, 1),
+            block_dim: (128 * hpb as u32, 1, 1),
+            shared_mem_bytes: Self::prefill_tc_smem(a.head_dim, a.fp8) as u32,
+        };
         launch!(
             @fn self,
             f,
-            cfg((n_tiles as u32, a.n_heads as u32), 128),
+            c,
             a.q,
             a.k_cache,
             a.v_cache,

@@ -1,6 +1,6 @@
 //! Launchers of the mixture-of-experts kernels (moe.cu) and the MLA kernels (mla.cu).
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 
 use super::{cfg, row_threads, Kernels};
 use crate::BackendError;
