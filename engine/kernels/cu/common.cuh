@@ -73,14 +73,12 @@ __device__ __forceinline__ void kv_store(fp8* p, float v) {
 }
 
 // Programmatic dependent launch (sm_90 and later; no-ops before, and when the launch did not ask
-// for it). The backend launches every kernel with programmatic stream serialization, so a kernel
-// may start while the one before it in the stream is still running. Every kernel first lets the
-// next one launch (pdl_trigger: it is scheduled once all of this grid's blocks have started, and
-// its blocks then take free SM slots), then waits in every block (pdl_wait) for the kernel before
-// it to complete, before it touches memory another kernel writes and before any early return,
-// so that no kernel completes before its predecessor. Only reads of weights, which no kernel
-// writes, may come before the wait: the GEMVs prefetch theirs, keeping DRAM busy while the small
-// kernels between two GEMVs run.
+// for it). Outside decode graphs the backend launches every kernel with programmatic stream
+// serialization, so a kernel may start while the one before it in the stream is still running.
+// Every kernel first lets the next one launch (pdl_trigger: it is scheduled once all of this
+// grid's blocks have started, and its blocks then take free SM slots), then waits in every block
+// (pdl_wait) for the kernel before it to complete, before it touches memory and before any early
+// return, so that no kernel completes before its predecessor.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

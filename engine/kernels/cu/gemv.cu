@@ -13,19 +13,6 @@
 #define GEMV_UNROLL 4
 #define GEMV_WARPS 4  // warps per block, splitting K
 
-// GEMV_UNROLL 16-byte loads of each of the R weight rows, 32 apart from k8 = kb (zero past k_end).
-template <int R>
-__device__ __forceinline__ void gemv_load(const bf16* const (&w)[R], int kb, int k_end,
-                                          uint4 (&wv)[GEMV_UNROLL][R]) {
-#pragma unroll
-    for (int u = 0; u < GEMV_UNROLL; u++)
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            wv[u][r] = kb + 32 * u < k_end
-                           ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
-                           : make_uint4(0, 0, 0, 0);
-}
-
 // acc[m][r] = x[m, :] . w[r][:] over this warp's quarter of K, then summed over the block's
 // GEMV_WARPS warps in warp order (lane 0 of warp 0 gets the sums). A block owns R features and
 // its warps split K, so a narrow matrix still has 4 warps per feature group streaming it.
@@ -38,17 +25,20 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int r = 0; r < R; r++) acc[m][r] = 0.f;
+    pdl_begin();
     if ((K & 7) == 0) {
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
-        // The first GEMV_UNROLL loads per row are weights, which no kernel writes: they are in
-        // flight before the wait for the kernel that writes x (see pdl_wait in common.cuh).
-        pdl_trigger();
-        uint4 wv[GEMV_UNROLL][R];
-        gemv_load<R>(w, k_lo + lane, k_end, wv);
-        pdl_wait();
         for (int kb = k_lo + lane; kb < k_end; kb += 32 * GEMV_UNROLL) {
+            uint4 wv[GEMV_UNROLL][R];
+#pragma unroll
+            for (int u = 0; u < GEMV_UNROLL; u++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    wv[u][r] = kb + 32 * u < k_end
+                                   ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
+                                   : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < GEMV_UNROLL; u++) {
                 const int k8 = kb + 32 * u;
@@ -66,10 +56,8 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
                     }
                 }
             }
-            if (kb + 32 * GEMV_UNROLL < k_end) gemv_load<R>(w, kb + 32 * GEMV_UNROLL, k_end, wv);
         }
     } else {
-        pdl_begin();
         const int per = (K + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(K, k_lo + per);
         for (int k = k_lo + lane; k < k_end; k += 32) {
