@@ -102,6 +102,37 @@ fn linear_gemv_and_gemm_match_cpu() {
     }
 }
 
+/// A decode row's GEMV output is the same bit for bit alone and in a batch, although wide
+/// outputs take 4 features per block for one row and 8 for several.
+#[test]
+fn gemv_rows_are_batch_invariant() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    let (n, k) = (4096, 1024);
+    let (_, wg) = p.w("w", vec![n, k], &rand(n * k, 40));
+    let x = rand(8 * k, 41);
+    let run = |m: usize| {
+        gpu.begin_step(&batch(m));
+        let mut og = gpu.buf(0);
+        gpu.linear(
+            &upload(&gpu, &x[..m * k]),
+            &vec![false; m],
+            &wg,
+            None,
+            &mut og,
+        );
+        gpu.to_host(&og)
+    };
+    let alone = run(1);
+    for m in [2, 5, 8] {
+        assert_eq!(run(m)[..n], alone[..], "row 0 alone vs in {m} rows");
+    }
+}
+
 /// The fused QKV and SwiGLU GEMVs (and their multi-launch fallbacks past the GEMV rows)
 /// against the CPU's separate linears.
 #[test]
@@ -114,6 +145,7 @@ fn fused_qkv_and_swiglu_match_cpu() {
     };
     for (m, nq, nkv, k, bias) in [
         (1, 4096, 1024, 128, false),
+        (4, 4096, 1024, 512, true),
         (3, 256, 64, 96, true),
         (8, 96, 32, 64, false),
         (12, 128, 64, 64, true),

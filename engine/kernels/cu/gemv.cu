@@ -1,8 +1,9 @@
 // Skinny matmul for decode: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for M <= 8 rows. Each
 // block takes R consecutive output features, its GEMV_WARPS warps each a quarter of K, and
 // streams their bf16 weight rows once in 16-byte loads, GEMV_UNROLL loads per row in flight per
-// lane, reusing each x load for all R rows (R = 4 for wide outputs, fewer for narrow ones so the
-// grid still fills the GPU). Each output's sum is reduced in the same order whatever M, R and the
+// lane, reusing each x load for all R rows (R = 4 for wide outputs, 8 when several rows make the
+// block's x loads outweigh its weight loads, fewer for narrow outputs so the grid still fills
+// the GPU). Each output's sum is reduced in the same order whatever M, R and the
 // kernel variant are, so a sequence's numerics do not depend on its batch.
 //
 // Variants: one matrix (gemv_bf16_M_R); up to three matrices sharing x in one launch (the Q, K
@@ -10,7 +11,10 @@
 // read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
 #include "common.cuh"
 
+// 16-byte weight loads in flight per lane: GEMV_UNROLL per row, fewer rows' worth past 4 rows
+// (R = 8 takes 2 per row). A lane visits its k8 values in the same order whatever the unroll.
 #define GEMV_UNROLL 4
+#define GEMV_LOADS 16
 #define GEMV_WARPS 4  // warps per block, splitting K
 
 // acc[m][r] = x[m, :] . w[r][:] over this warp's quarter of K, then summed over the block's
@@ -30,17 +34,18 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
-        for (int kb = k_lo + lane; kb < k_end; kb += 32 * GEMV_UNROLL) {
-            uint4 wv[GEMV_UNROLL][R];
+        constexpr int U = GEMV_LOADS / R < GEMV_UNROLL ? GEMV_LOADS / R : GEMV_UNROLL;
+        for (int kb = k_lo + lane; kb < k_end; kb += 32 * U) {
+            uint4 wv[U][R];
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; u++)
+            for (int u = 0; u < U; u++)
 #pragma unroll
                 for (int r = 0; r < R; r++)
                     wv[u][r] = kb + 32 * u < k_end
                                    ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
                                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; u++) {
+            for (int u = 0; u < U; u++) {
                 const int k8 = kb + 32 * u;
                 if (k8 >= k_end) break;
 #pragma unroll
@@ -137,7 +142,7 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
         if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
         else pdl_begin();                                                                         \
     }
-// The SwiGLU variant reads 2R rows per warp, so it comes in R = 1 and 2.
+// The SwiGLU variant reads 2R rows per warp, so it comes in R = 1, 2 and 4.
 template <int M, int R>
 __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const bf16* __restrict__ Wu,
@@ -170,7 +175,8 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
         float* __restrict__ y, int N, int K) {                                                    \
         gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);                                               \
     }
-#define GEMV_R(M) GEMV(M, 1) GEMV(M, 2) GEMV(M, 4) GEMV_SWIGLU(M, 1) GEMV_SWIGLU(M, 2)
+#define GEMV_R(M) \
+    GEMV(M, 1) GEMV(M, 2) GEMV(M, 4) GEMV(M, 8) GEMV_SWIGLU(M, 1) GEMV_SWIGLU(M, 2) GEMV_SWIGLU(M, 4)
 GEMV_R(1)
 GEMV_R(2)
 GEMV_R(3)

@@ -13,7 +13,13 @@ use crate::BackendError;
 /// Rows the GEMV kernels take in one pass (`gemv_bf16_M_R` for M = 1..=8).
 pub const GEMV_MAX_ROWS: usize = 8;
 /// Output features per block the GEMV kernels come in (`R`).
-const GEMV_FEATURES_PER_BLOCK: [usize; 3] = [1, 2, 4];
+const GEMV_FEATURES_PER_BLOCK: [usize; 4] = [1, 2, 4, 8];
+/// Rows from which wide outputs take 8 features per block instead of 4, so that each x load
+/// feeds more weight rows (Qwen3-8B at 4 concurrent sequences: 521 -> 541 tok/s; 1 row keeps 4,
+/// which fills the GPU better).
+const GEMV_WIDE_ROWS: usize = 2;
+/// Features per warp (gate and up rows each) the SwiGLU GEMVs come in.
+const GEMV_SWIGLU_FEATURES: [usize; 3] = [1, 2, 4];
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
@@ -48,11 +54,11 @@ pub struct Kernels {
     attn_prefill_tc: [[[CudaFunction; 2]; 2]; 2],
     argmax_rows: CudaFunction,
     sample_rows: CudaFunction,
-    /// `gemv[(M - 1) * 3 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per block;
+    /// `gemv[(M - 1) * 4 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per block;
     /// `gemv3` the same for up to three matrices at once.
     gemv: Vec<CudaFunction>,
     gemv3: Vec<CudaFunction>,
-    /// `gemv_swiglu[(M - 1) * 2 + i]`: i + 1 features (gate and up rows each) per warp.
+    /// `gemv_swiglu[(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
     gemv_swiglu: Vec<CudaFunction>,
     rope_write_kv: [CudaFunction; 2],
     moe_route: CudaFunction,
@@ -195,7 +201,7 @@ impl Kernels {
                 .map(|(m, r)| f(&format!("gemv3_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             gemv_swiglu: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| [1, 2].map(|r| (m, r)))
+                .flat_map(|m| GEMV_SWIGLU_FEATURES.map(|r| (m, r)))
                 .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
@@ -524,9 +530,11 @@ impl Kernels {
             "gemv takes 1..={GEMV_MAX_ROWS} rows"
         );
         let (n_i, k_i) = (n as i32, k as i32);
-        // Wide outputs: 4 features per block (each x load feeds 4 weight rows); narrow ones keep
-        // more blocks so the grid still covers every SM. A block's 4 warps split K.
+        // Wide outputs: 4 features per block (each x load feeds 4 weight rows), 8 from a few rows
+        // on (the rows' x loads would outweigh the weights'); narrow ones keep more blocks so the
+        // grid still covers every SM. A block's 4 warps split K.
         let ri = match n {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 3,
             n if n >= 4096 => 2,
             n if n >= 2048 => 1,
             _ => 0,
@@ -536,7 +544,7 @@ impl Kernels {
         }
         let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
-        let mut b = self.launcher(&self.gemv[(rows - 1) * 3 + ri]);
+        let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri]);
         b.arg(&w).arg(&x).arg(&bias).arg(&y).arg(&n_i).arg(&k_i);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
@@ -560,6 +568,7 @@ impl Kernels {
         let total: usize = mats.iter().map(|m| m.3).sum();
         // As for `gemv` (by the total width), but a warp must never straddle two matrices.
         let widest = match total {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 3,
             n if n >= 4096 => 2,
             n if n >= 2048 => 1,
             _ => 0,
@@ -575,7 +584,7 @@ impl Kernels {
         let warps = 4;
         let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
         let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
-        let mut b = self.launcher(&self.gemv3[(rows - 1) * 3 + ri]);
+        let mut b = self.launcher(&self.gemv3[(rows - 1) * 4 + ri]);
         b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
@@ -597,11 +606,15 @@ impl Kernels {
         if self.skipping() {
             return Ok(());
         }
-        let ri = usize::from(n >= 4096);
-        let per_block = ri + 1;
+        let ri = match n {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 2,
+            n if n >= 4096 => 1,
+            _ => 0,
+        };
+        let per_block = GEMV_SWIGLU_FEATURES[ri];
         let warps = 4;
         let (n_i, k_i) = (n as i32, k as i32);
-        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 2 + ri]);
+        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri]);
         b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match
