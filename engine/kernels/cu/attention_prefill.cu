@@ -1,10 +1,11 @@
 // Causal paged attention for prefill chunks on the tensor cores (flash-attention 2 style):
 // one block per (64-row query tile, HPB heads of one KV group), four warps of 16 query rows per
-// head (with HPB = 2, the two heads share each K and V tile). Q is held in
-// registers as bf16 mma fragments (scaled by softmax_scale * log2(e), so the softmax uses
-// exp2); K and V tiles of 64 keys are copied from the paged cache into (dynamic) shared memory
-// with cp.async, two stages deep for bf16 caches (see prefill_tc_smem).
-// S and O accumulate in f32 (mma.sync m16n8k16, bf16 inputs); P is rounded to bf16 for P V.
+// head (with HPB = 2, the two heads share each K and V tile). Q is held in registers as bf16 mma
+// fragments (scaled by softmax_scale * log2(e), so the softmax uses exp2); K and V tiles of 64
+// keys are copied from the paged cache into (dynamic) shared memory with cp.async, two stages
+// deep for bf16 caches (see prefill_tc_smem). S and O accumulate in f32 (mma.sync m16n8k16,
+// bf16 inputs); P is rounded to bf16 for P V. Rows of a warp made only of tile padding may skip
+// the causal mask: they are never written.
 //
 // tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. head_dim is HD (64 or 128).
 // Grid: (tiles, n_heads / HPB), 128 * HPB threads.
