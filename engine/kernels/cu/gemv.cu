@@ -29,7 +29,6 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int r = 0; r < R; r++) acc[m][r] = 0.f;
-    pdl_begin();
     if ((K & 7) == 0) {
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
@@ -124,9 +123,9 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
                                                    const float* __restrict__ x,                   \
                                                    const float* __restrict__ bias,                \
                                                    float* __restrict__ y, int N, int K) {         \
+        pdl_begin();                                                                              \
         const int n0 = gemv_group() * R;                                                           \
         if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0);                                 \
-        else pdl_begin();                                                                         \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
     extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \
@@ -134,13 +133,13 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
         const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
         const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
         float* __restrict__ y2, int N0, int N1, int N2, int K) {                                  \
+        pdl_begin();                                                                              \
         int n0 = gemv_group() * R;                                                                 \
         if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \
         n0 -= N0;                                                                                 \
         if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
         n0 -= N1;                                                                                 \
         if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
-        else pdl_begin();                                                                         \
     }
 // The SwiGLU variant reads 2R rows per warp, so it comes in R = 1, 2 and 4.
 template <int M, int R>
@@ -149,7 +148,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y, int N, int K) {
     const int n0 = gemv_group() * R;
-    if (n0 >= N) return pdl_begin();
+    if (n0 >= N) return;
     const bf16* w[2 * R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -173,6 +172,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
     extern "C" __global__ void gemv_swiglu_bf16_##M##_##R(                                        \
         const bf16* __restrict__ Wg, const bf16* __restrict__ Wu, const float* __restrict__ x,    \
         float* __restrict__ y, int N, int K) {                                                    \
+        pdl_begin();                                                                              \
         gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);                                               \
     }
 #define GEMV_R(M) \
