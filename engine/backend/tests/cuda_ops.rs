@@ -133,8 +133,8 @@ fn gemv_rows_are_batch_invariant() {
     }
 }
 
-/// The fused QKV and SwiGLU GEMVs (and their multi-launch fallbacks past the GEMV rows)
-/// against the CPU's separate linears.
+/// The fused QKV and SwiGLU GEMVs, the fused GEMMs past the GEMV rows, and the separate
+/// GEMMs of prefill-sized batches against the CPU's separate linears.
 #[test]
 fn fused_qkv_and_swiglu_match_cpu() {
     let Some(gpu) = gpu() else { return };
@@ -153,6 +153,8 @@ fn fused_qkv_and_swiglu_match_cpu() {
         (33, 512, 128, 1024, true),
         (20, 256, 64, 2048, false),
         (64, 4096, 1024, 4096, false),
+        // Prefill-sized: Q, K and V as three GEMMs (past FUSED_QKV_MAX_ROWS).
+        (2100, 256, 64, 512, true),
     ] {
         let (qc, qg) = p.w("q", vec![nq, k], &rand(nq * k, 30));
         let (kc, kg) = p.w("k", vec![nkv, k], &rand(nkv * k, 31));
@@ -213,7 +215,8 @@ fn fused_qkv_and_swiglu_match_cpu() {
         let (uc, ug) = p.w("up", vec![nq, k], &rand(nq * k, 38));
         cpu.linear_swiglu(&xc, &kinds, &gc, &uc, &mut oc);
         gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
-        // Past the GEMV rows the product is written in bf16 for the down projection's GEMM.
+        // Past the GEMV rows the fused GEMM writes gate and up in bf16, and the product is
+        // written in bf16 for the down projection's GEMM.
         let tolerance = if m > 8 { 8e-3 } else { 1e-3 };
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
@@ -510,6 +513,92 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
     // An odd GQA group (one head per prefill block) and a cache block that is not a power of two.
     attention_case(&cpu, &gpu, 128, KvDtype::Bf16, (6, 2, 3));
     attention_case(&cpu, &gpu, 64, KvDtype::Fp8E4m3, (6, 2, 3));
+}
+
+/// A long prefill chunk (1,100 tokens after a 60-token cached prefix: 18 tiles x 16 head pairs,
+/// enough blocks for the two-heads-per-block tensor-core kernel on an H100) against the CPU.
+#[test]
+fn long_prefill_attention_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(8).unwrap();
+    let (n_heads, n_kv, hd, bs) = (32usize, 8usize, 128usize, 16usize);
+    let (cached, n) = (60usize, 1100usize);
+    let ctx = cached + n;
+    for dtype in [KvDtype::Bf16, KvDtype::Fp8E4m3] {
+        let spec = KvCacheSpec {
+            num_layers: 1,
+            num_blocks: ctx.div_ceil(bs),
+            block_size: bs,
+            num_kv_heads: n_kv,
+            head_dim: hd,
+            dtype: Default::default(),
+            latent: false,
+        };
+        let (mut kc, mut kg) = (
+            cpu.alloc_kv(spec).unwrap(),
+            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+        );
+        // Blocks in reverse order, so the table really is followed.
+        let table: Vec<u32> = (0..spec.num_blocks as u32).rev().collect();
+        let slot = |p: usize| table[p / bs] * bs as u32 + (p % bs) as u32;
+        let round = |v: &[f32]| match dtype {
+            KvDtype::Bf16 => bf(v),
+            KvDtype::Fp8E4m3 => fp8(v),
+        };
+        let kv_dim = n_kv * hd;
+        let (k, v) = (
+            round(&rand(ctx * kv_dim, 40)),
+            round(&rand(ctx * kv_dim, 41)),
+        );
+        let q = rand(n * n_heads * hd, 42);
+        let step = ForwardBatch {
+            tokens: vec![0; ctx],
+            positions: (0..ctx as u32).collect(),
+            attn: AttnMetadata {
+                seqs: vec![],
+                prefill: vec![true; ctx],
+                slot_mapping: (0..ctx).map(slot).collect(),
+            },
+            logits_rows: vec![],
+        };
+        // The prefix and the chunk's keys into the cache, then the chunk's attention.
+        let sc = cpu.begin_step(&step);
+        cpu.write_kv(&mut kc, 0, &k, &v, &sc);
+        let sg = gpu.begin_step(&step);
+        gpu.write_kv(&mut kg, 0, &upload(&gpu, &k), &upload(&gpu, &v), &sg);
+        let chunk = ForwardBatch {
+            tokens: vec![0; n],
+            positions: (cached as u32..ctx as u32).collect(),
+            attn: AttnMetadata {
+                seqs: vec![SeqAttn {
+                    query_start: 0,
+                    query_len: n,
+                    context_len: ctx,
+                    block_table: table.clone(),
+                }],
+                prefill: vec![true; n],
+                slot_mapping: (cached..ctx).map(slot).collect(),
+            },
+            logits_rows: vec![n - 1],
+        };
+        let shape = AttnShape {
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
+        let mut oc = cpu.buf(0);
+        cpu.attention(&kc, 0, &q, shape, &cpu.begin_step(&chunk), &mut oc);
+        let mut og = gpu.buf(0);
+        let sg = gpu.begin_step(&chunk);
+        gpu.attention(&kg, 0, &upload(&gpu, &q), shape, &sg, &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!(
+            "long prefill attention, {} cache: max rel diff {d:.2e}",
+            dtype.name()
+        );
+        assert!(d < 2e-2, "long prefill attention ({}): {d}", dtype.name());
+    }
 }
 
 /// Sequence A: 13 cached tokens, now a 70-token prefill chunk (positions 13..83, two tiles of the

@@ -39,9 +39,10 @@ extern "C" __global__ void write_kv_fp8(const float* __restrict__ k, const float
 
 // What a layer does between its QKV projections and attention, in one launch: the optional
 // per-head RMS norm of q and k (Qwen3's q_norm / k_norm), rotary embedding of both in place,
-// then k and v into the cache at the rows' slots. One block per (row, head of q then of k);
-// head_dim <= 256. Same arithmetic as rms_norm, rope and write_kv.
-// Grid: (rows, n_heads + n_kv_heads), 128 threads.
+// then k and v into the cache at the rows' slots. One warp per (row, head of q then of k), four
+// heads per block; head_dim <= 256. Same arithmetic as rms_norm, rope and write_kv.
+// Grid: (rows, ceil((n_heads + n_kv_heads) / 4)), 128 threads.
+#define ROPE_HEADS_PER_BLOCK 4
 template <typename T>
 __device__ __forceinline__ void rope_write_kv_body(
     float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
@@ -49,26 +50,35 @@ __device__ __forceinline__ void rope_write_kv_body(
     const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,
     const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,
     int n_kv_heads, int head_dim, int rotary_dim, int neox) {
-    __shared__ float sh[256];
-    const int row = blockIdx.x, hh = blockIdx.y;
+    __shared__ float heads[ROPE_HEADS_PER_BLOCK][256];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x, hh = blockIdx.y * ROPE_HEADS_PER_BLOCK + warp;
+    if (hh >= n_heads + n_kv_heads) return;  // the whole warp: nothing below syncs the block
+    float* sh = heads[warp];
     const bool is_q = hh < n_heads;
     const int h = is_q ? hh : hh - n_heads;
     float* x = is_q ? q + ((size_t)row * n_heads + h) * head_dim
                     : k + ((size_t)row * n_kv_heads + h) * head_dim;
     const float* w = is_q ? q_norm : k_norm;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-        sh[i] = x[i];
-        ss += sh[i] * sh[i];
+    // Up to 8 values per lane (head_dim <= 256), unrolled so a decode row's loads all issue
+    // at once.
+    float xv[8], ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int i = lane + 32 * e;
+        xv[e] = i < head_dim ? x[i] : 0.f;
+        ss += xv[e] * xv[e];
     }
-    if (w) {
-        const float inv = 1.f / sqrtf(block_sum(ss) / head_dim + eps);
-        for (int i = threadIdx.x; i < head_dim; i += blockDim.x) sh[i] = sh[i] * inv * w[i];
+    const float inv = w ? 1.f / sqrtf(warp_sum(ss) / head_dim + eps) : 1.f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int i = lane + 32 * e;
+        if (i < head_dim) sh[i] = w ? xv[e] * inv * w[i] : xv[e];
     }
-    __syncthreads();
+    __syncwarp();
     const int half = rotary_dim / 2;
     const float p = (float)pos[row];
-    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    for (int j = lane; j < half; j += 32) {
         float s, c;
         sincosf(p * inv_freq[j], &s, &c);
         const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
@@ -76,10 +86,13 @@ __device__ __forceinline__ void rope_write_kv_body(
         sh[a] = x0 * c - x1 * s;
         sh[b] = x1 * c + x0 * s;
     }
-    __syncthreads();
+    __syncwarp();
     const uint32_t slot = slots[row];
     const size_t kv_dim = (size_t)n_kv_heads * head_dim;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const int i = lane + 32 * e;
+        if (i >= head_dim) break;
         x[i] = sh[i];
         if (!is_q && slot != NO_SLOT) {
             const size_t at = (size_t)slot * kv_dim + (size_t)h * head_dim + i;

@@ -5,7 +5,8 @@
 // keys are copied from the paged cache into (dynamic) shared memory with cp.async, two stages
 // deep for bf16 caches (see prefill_tc_smem). S and O accumulate in f32 (mma.sync m16n8k16,
 // bf16 inputs); P is rounded to bf16 for P V. Rows of a warp made only of tile padding may skip
-// the causal mask: they are never written.
+// the causal mask: they are never written. Q's fragments live in shared memory (each warp its own
+// 16 rows), not registers, so a thread stays within 128 registers and two blocks share an SM.
 //
 // tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. head_dim is HD (64 or 128).
 // Grid: (tiles, n_heads / HPB), 128 * HPB threads.
@@ -15,28 +16,40 @@
 #define TC_BQ 64
 #define TC_BK 64
 
+// The cache offset (in elements) of key min(key, max_key)'s row of KV head kvh. Cache blocks are
+// usually a power of two: shifts instead of an integer division.
+__device__ __forceinline__ size_t key_offset(const uint32_t* __restrict__ table, int key,
+                                             int max_key, int block_size, int kv_dim, int kvh,
+                                             int hd) {
+    key = min(key, max_key);
+    const bool pow2 = (block_size & (block_size - 1)) == 0;
+    const int shift = __ffs(block_size) - 1;
+    const size_t slot = pow2 ? ((size_t)table[key >> shift] << shift) + (key & (block_size - 1))
+                             : (size_t)table[key / block_size] * block_size + key % block_size;
+    return slot * kv_dim + kvh * hd;
+}
+
 // Copies keys k0 .. k0 + TC_BK - 1 of one KV head from the paged cache into shared memory with
-// cp.async: a bf16 cache straight into a padded tile (row stride HD + 8), an fp8 one raw (row
-// stride HD bytes, widened by `widen_tile` once it has landed). Keys past max_key repeat
-// max_key's row: they are masked out of S, and a finite row times p = 0 adds nothing.
-template <int HD, typename T>
-__device__ __forceinline__ void load_tile(void* dst, const T* __restrict__ cache,
+// cp.async (NT threads, the whole block): a bf16 cache straight into padded tiles (row stride
+// HD + 8), K and V together; an fp8 one raw (row stride HD bytes, widened by `widen_tile` once it
+// has landed), one cache at a time (vc null). Keys past max_key repeat max_key's row: they are
+// masked out of S, and a finite row times p = 0 adds nothing.
+template <int HD, typename T, int NT>
+__device__ __forceinline__ void load_tile(void* dk, void* dv, const T* __restrict__ kc,
+                                          const T* __restrict__ vc,
                                           const uint32_t* __restrict__ table, int k0, int max_key,
                                           int block_size, int kv_dim, int kvh) {
     constexpr int VEC = 16 / sizeof(T);  // elements per 16-byte copy
     constexpr int VECS = HD / VEC;
     constexpr int ROW = std::is_same<T, bf16>::value ? (HD + 8) * 2 : HD;  // bytes
-    // Cache blocks are usually a power of two: shifts instead of an integer division per copy.
-    const bool pow2 = (block_size & (block_size - 1)) == 0;
-    const int shift = __ffs(block_size) - 1;
-    for (int x = threadIdx.x; x < TC_BK * VECS; x += blockDim.x) {
-        const int j = x / VECS, c = x % VECS;
-        const int key = min(k0 + j, max_key);
-        const size_t slot =
-            pow2 ? ((size_t)table[key >> shift] << shift) + (key & (block_size - 1))
-                 : (size_t)table[key / block_size] * block_size + key % block_size;
-        cp_async16(static_cast<unsigned char*>(dst) + j * ROW + c * 16,
-                   cache + slot * kv_dim + kvh * HD + c * VEC);
+    static_assert(TC_BK * VECS % NT == 0, "whole copies per thread");
+#pragma unroll
+    for (int i = 0; i < TC_BK * VECS / NT; i++) {
+        const int x = threadIdx.x + i * NT, j = x / VECS, c = x % VECS;
+        const size_t off =
+            key_offset(table, k0 + j, max_key, block_size, kv_dim, kvh, HD) + c * VEC;
+        cp_async16(static_cast<unsigned char*>(dk) + j * ROW + c * 16, kc + off);
+        if (vc) cp_async16(static_cast<unsigned char*>(dv) + j * ROW + c * 16, vc + off);
     }
 }
 
@@ -52,11 +65,16 @@ __device__ __forceinline__ void widen_tile(uint16_t (*dst)[HD + 8], const unsign
 
 // Shared memory of one block: a 16-bit tile is TC_BK rows of HD + 8 values. bf16 caches take
 // two stages of (K, V) tiles, the next keys landing while this tile's are used; fp8 ones take
-// one K and one V tile, widened from a raw tile that the next copy lands in.
+// one K and one V tile, widened from a raw tile that the next copy lands in. Then one Q tile
+// (TC_BQ rows of HD + 8) per head.
 template <int HD, typename T>
-__host__ __device__ constexpr int prefill_tc_smem() {
+__host__ __device__ constexpr int prefill_tc_kv_smem() {
     return std::is_same<T, fp8>::value ? 2 * TC_BK * (HD + 8) * 2 + TC_BK * HD
                                        : 4 * TC_BK * (HD + 8) * 2;
+}
+template <int HD, typename T, int HPB>
+__host__ __device__ constexpr int prefill_tc_smem() {
+    return prefill_tc_kv_smem<HD, T>() + HPB * TC_BQ * (HD + 8) * 2;
 }
 
 template <int HD, typename T, int HPB>
@@ -66,7 +84,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
     int n_kv_heads, int block_size, float scale) {
     constexpr int KC = HD / 16;  // k-chunks of Q K^T
-    constexpr int NT = HD / 8;   // n-tiles of O
+    constexpr int NDT = HD / 8;  // n-tiles of O
     constexpr bool FP8 = std::is_same<T, fp8>::value;
     using Mma = MmaFor<T>;
     using Tile = uint16_t[TC_BK][HD + 8];
@@ -91,47 +109,53 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
     const int pos_lo = base_pos + row0 + r_lo, pos_hi = pos_lo + 8;
     // K / V tiles of keys k0.. into shared memory (cp.async, committed by the caller).
-    auto load_k = [&](void* dst, int k0) {
-        load_tile<HD, T>(dst, kc, table, k0, max_pos, block_size, kv_dim, kvh);
+    constexpr int NT = 128 * HPB;
+    auto load_k = [&](void* dst, int k0) {  // fp8: one cache at a time
+        load_tile<HD, T, NT>(dst, nullptr, kc, nullptr, table, k0, max_pos, block_size, kv_dim,
+                             kvh);
     };
     auto load_v = [&](void* dst, int k0) {
-        load_tile<HD, T>(dst, vc, table, k0, max_pos, block_size, kv_dim, kvh);
+        load_tile<HD, T, NT>(dst, nullptr, vc, nullptr, table, k0, max_pos, block_size, kv_dim,
+                             kvh);
+    };
+    auto load_kv = [&](int stage, int k0) {  // bf16: K and V tiles of one stage together
+        load_tile<HD, T, NT>(tile[2 * stage], tile[2 * stage + 1], kc, vc, table, k0, max_pos,
+                             block_size, kv_dim, kvh);
     };
     unsigned char* raw = smem + 2 * sizeof(Tile);  // fp8 only
     if constexpr (FP8) {
         load_k(raw, 0);
     } else {
-        load_k(tile[0], 0);
-        load_v(tile[1], 0);
+        load_kv(0, 0);
     }
     cp_async_commit();
 
-    // Q fragments: a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi.
-    uint32_t qa[KC][4];
+    // Q fragments (a[c] covers dimensions 16c .. 16c + 15 of rows r_lo, r_hi) into this warp's
+    // 16 rows of its head's Q tile, read back with ldmatrix by `scores`.
+    uint16_t(*qs)[HD + 8] = reinterpret_cast<uint16_t(*)[HD + 8]>(
+        smem + prefill_tc_kv_smem<HD, T>() + (threadIdx.x >> 7) * TC_BQ * (HD + 8) * 2);
     {
-        const float qs = scale * 1.4426950408889634f;
+        const float qscale = scale * 1.4426950408889634f;
         const bool lo_ok = r_lo < tile_rows, hi_ok = r_hi < tile_rows;
         const float* q_lo = q + ((size_t)(row0 + (lo_ok ? r_lo : 0)) * n_heads + h) * HD;
         const float* q_hi = q + ((size_t)(row0 + (hi_ok ? r_hi : 0)) * n_heads + h) * HD;
+        const float2 zero = make_float2(0.f, 0.f);
 #pragma unroll
-        for (int c = 0; c < KC; c++) {
-            const int d = 16 * c + 2 * tig;
-            const float2 a0 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d) : make_float2(0, 0);
-            const float2 a1 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d) : make_float2(0, 0);
-            const float2 a2 =
-                lo_ok ? *reinterpret_cast<const float2*>(q_lo + d + 8) : make_float2(0, 0);
-            const float2 a3 =
-                hi_ok ? *reinterpret_cast<const float2*>(q_hi + d + 8) : make_float2(0, 0);
-            qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
-            qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
-            qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
-            qa[c][3] = Mma::pack(a3.x * qs, a3.y * qs);
+        for (int d = 2 * tig; d < HD; d += 8) {
+            const float2 lo = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d) : zero;
+            const float2 hi = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d) : zero;
+            *reinterpret_cast<uint32_t*>(&qs[r_lo][d]) = Mma::pack(lo.x * qscale, lo.y * qscale);
+            *reinterpret_cast<uint32_t*>(&qs[r_hi][d]) = Mma::pack(hi.x * qscale, hi.y * qscale);
         }
+        __syncwarp();
     }
+    // The lane's ldmatrix row of the warp's Q rows: matrices (rows 0-7, dims 0-7), (8-15, 0-7),
+    // (0-7, 8-15), (8-15, 8-15) of each 16-dimension chunk, the order of an A fragment.
+    const uint16_t* q_row = &qs[warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)][8 * (lane >> 4)];
 
-    float o[NT][4];
+    float o[NDT][4];
 #pragma unroll
-    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int n = 0; n < NDT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
 
     // S = Q K^T for the 64 keys from k0, the causal mask and the online softmax (base 2): the
@@ -142,14 +166,17 @@ __device__ __forceinline__ void attn_prefill_tc_body(
 #pragma unroll
         for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int c = 0; c < KC; c += 2) {
+            uint32_t qa[2][4];
+            ldmatrix_x4(qa[0], q_row + 16 * c);
+            ldmatrix_x4(qa[1], q_row + 16 * c + 16);
 #pragma unroll
-            for (int c = 0; c < KC; c += 2) {
+            for (int j = 0; j < 8; j++) {
                 // Matrices: (keys 8j.., dims 16c), (.., 16c + 8), (.., 16c + 16), (.., 16c + 24).
                 uint32_t b[4];
                 ldmatrix_x4(b, &Ks[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
-                Mma::mma(s[j], qa[c], b[0], b[1]);
-                Mma::mma(s[j], qa[c + 1], b[2], b[3]);
+                Mma::mma(s[j], qa[0], b[0], b[1]);
+                Mma::mma(s[j], qa[1], b[2], b[3]);
             }
         }
         // Rows g / g + 8 live in the 4 lanes of a quad. Only tiles reaching past the warp's
@@ -180,16 +207,21 @@ __device__ __forceinline__ void attn_prefill_tc_body(
         const float mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
         const float mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
         const float c_lo = fast_exp2(m_lo - mu_lo), c_hi = fast_exp2(m_hi - mu_hi);
+        // O needs rescaling only where a row's max grew (else c is exactly 1, or O is still 0);
+        // past the first tiles that is the rare case, so the warp skips it when no row's did.
+        const bool grew = mn_lo > m_lo || mn_hi > m_hi;
         m_lo = mn_lo;
         m_hi = mn_hi;
         l_lo *= c_lo;
         l_hi *= c_hi;
+        if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-            o[n][0] *= c_lo;
-            o[n][1] *= c_lo;
-            o[n][2] *= c_hi;
-            o[n][3] *= c_hi;
+            for (int n = 0; n < NDT; n++) {
+                o[n][0] *= c_lo;
+                o[n][1] *= c_lo;
+                o[n][2] *= c_hi;
+                o[n][3] *= c_hi;
+            }
         }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -206,7 +238,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
 #pragma unroll
-            for (int n = 0; n < NT; n += 2) {
+            for (int n = 0; n < NDT; n += 2) {
                 // Matrices: (keys 16kk.., dims 8n), (keys 16kk + 8.., 8n), (16kk.., 8n + 8),
                 // (16kk + 8.., 8n + 8), transposed into B fragments.
                 uint32_t b[4];
@@ -244,8 +276,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
         int st = 0;
         for (int k0 = 0; k0 <= max_pos; k0 += TC_BK) {
             if (k0 + TC_BK <= max_pos) {
-                load_k(tile[2 * (st ^ 1)], k0 + TC_BK);
-                load_v(tile[2 * (st ^ 1) + 1], k0 + TC_BK);
+                load_kv(st ^ 1, k0 + TC_BK);
                 cp_async_commit();
                 cp_async_wait<1>();  // this tile's copy is done, the next one's may still run
             } else {
@@ -267,7 +298,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     }
     const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
 #pragma unroll
-    for (int n = 0; n < NT; n++) {
+    for (int n = 0; n < NDT; n++) {
         const int d = 8 * n + 2 * tig;
         if (r_lo < tile_rows)
             *reinterpret_cast<float2*>(out + ((size_t)(row0 + r_lo) * n_heads + h) * HD + d) =
@@ -279,7 +310,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
 }
 
 #define ATTN_PREFILL_TC(NAME, T, HD, HPB)                                                         \
-    extern "C" __global__ void __launch_bounds__(128 * HPB) NAME##_##HD(                          \
+    extern "C" __global__ void __launch_bounds__(128 * HPB, 2) NAME##_##HD(                          \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         float* __restrict__ out, const uint32_t* __restrict__ tiles,                              \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \

@@ -177,15 +177,32 @@ extern "C" __global__ void split_qkv(const float* __restrict__ y, float* __restr
     }
 }
 
-// out[r, c] = silu(gu[r, c]) * gu[r, n + c] for a fused gate/up projection gu[rows, 2 n].
-// Grid-stride over rows * n.
-extern "C" __global__ void silu_mul_pair(const float* __restrict__ gu, void* __restrict__ out,
-                                         int n, size_t total, int out_bf16) {
+// out[r, c] = silu(gu[r, c]) * gu[r, n + c] for a fused gate/up projection gu[rows, 2 n], f32
+// or (gu_bf16) bf16, two columns per thread (n even). Grid: (column blocks, row blocks),
+// grid-stride over both.
+extern "C" __global__ void silu_mul_pair(const void* __restrict__ gu, void* __restrict__ out,
+                                         int n, int rows, int gu_bf16, int out_bf16) {
     pdl_begin();
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = i / n, c = i % n;
-        const float g = gu[r * 2 * n + c];
-        store_act(out, i, g / (1.f + expf(-g)) * gu[r * 2 * n + n + c], out_bf16);
+    const int pairs = n / 2;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const size_t in = (size_t)r * n;  // pairs before row r's gate half
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < pairs; c += gridDim.x * blockDim.x) {
+            float2 g, u;
+            if (gu_bf16) {
+                const __nv_bfloat162* p = static_cast<const __nv_bfloat162*>(gu);
+                g = __bfloat1622float2(p[in + c]);
+                u = __bfloat1622float2(p[in + pairs + c]);
+            } else {
+                const float2* p = static_cast<const float2*>(gu);
+                g = p[in + c];
+                u = p[in + pairs + c];
+            }
+            const float a = g.x / (1.f + expf(-g.x)) * u.x, b = g.y / (1.f + expf(-g.y)) * u.y;
+            const size_t o = (size_t)r * pairs + c;
+            if (out_bf16)
+                static_cast<__nv_bfloat162*>(out)[o] = __floats2bfloat162_rn(a, b);
+            else
+                static_cast<float2*>(out)[o] = make_float2(a, b);
+        }
     }
 }

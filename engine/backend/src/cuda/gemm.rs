@@ -1,5 +1,5 @@
-//! cuBLASLt GEMMs for rows past the GEMV kernels: y[m, n] (f32) = x[m, k] (bf16) . W[n, k]^T
-//! (bf16), f32 accumulation. One plan (descriptors + an algorithm) per shape, built on first
+//! cuBLASLt GEMMs for rows past the GEMV kernels: y[m, n] (f32, or bf16 where asked) = x[m, k]
+//! (bf16) . W[n, k]^T (bf16), f32 accumulation. One plan (descriptors + an algorithm) per shape, built on first
 //! use and cached, so steady-state calls do no cuBLASLt setup. For decode-sized shapes (at most
 //! `AUTOTUNE_MAX_ROWS` rows, weight-bandwidth bound, where the heuristic's first pick can be
 //! several times slower than its best) the heuristic's candidates are timed on the call's own
@@ -39,8 +39,8 @@ pub struct Gemm {
     plans: HashMap<Shape, Plan>,
 }
 
-/// A plan's key: the matmul's sizes, the row strides of x and y, and for a batch of matmuls
-/// their count and the offsets from one to the next of w, x and y (in elements).
+/// A plan's key: the matmul's sizes, the row strides of x and y, for a batch of matmuls their
+/// count and the offsets from one to the next of w, x and y (in elements), and whether y is bf16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Shape {
     m: usize,
@@ -50,6 +50,7 @@ struct Shape {
     ldy: usize,
     batch: usize,
     offsets: [usize; 3],
+    y_bf16: bool,
 }
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
@@ -89,6 +90,7 @@ impl Gemm {
             ldy,
             batch,
             offsets,
+            y_bf16,
         } = shape;
         use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
         let desc =
@@ -112,7 +114,7 @@ impl Gemm {
         };
         let a = layout(CUDA_R_16BF, k, n, k)?;
         let b = layout(CUDA_R_16BF, k, m, ldx)?;
-        let d = layout(CUDA_R_32F, n, m, ldy)?;
+        let d = layout(if y_bf16 { CUDA_R_16BF } else { CUDA_R_32F }, n, m, ldy)?;
         if batch > 1 {
             for (l, offset) in [a, b, d].into_iter().zip(offsets) {
                 let (count, offset) = (batch as i32, offset as i64);
@@ -249,9 +251,30 @@ impl Gemm {
         self.run_batched(w, x, y, (m, n, k), (k, n), (1, [0; 3]))
     }
 
+    /// `run` with y in bf16 (rounded once from the f32 accumulation).
+    pub fn run_to_bf16(
+        &mut self,
+        w: u64,
+        x: u64,
+        y: u64,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        let shape = Shape {
+            m,
+            n,
+            k,
+            ldx: k,
+            ldy: n,
+            batch: 1,
+            offsets: [0; 3],
+            y_bf16: true,
+        };
+        self.run_shape(shape, [w, x, y])
+    }
+
     /// `batch` matmuls in one call, rows of x `ldx` and rows of y `ldy` values apart: matmul i
-    /// reads w, x and y `offsets` elements (of each) past matmul i - 1's (e.g. a per-head matmul: w heads back to back, x and y heads
-    /// side by side in each row).
+    /// reads w, x and y `offsets` elements (of each) past matmul i - 1's (e.g. a per-head
+    /// matmul: w heads back to back, x and y heads side by side in each row).
     pub fn run_batched(
         &mut self,
         w: u64,
@@ -269,10 +292,16 @@ impl Gemm {
             ldy,
             batch,
             offsets,
+            y_bf16: false,
         };
-        self.plan(shape, [w, x, y])?;
+        self.run_shape(shape, [w, x, y])
+    }
+
+    fn run_shape(&mut self, shape: Shape, bufs: [u64; 3]) -> Result<(), BackendError> {
+        self.plan(shape, bufs)?;
         let plan = &self.plans[&shape];
-        self.matmul(plan, [w, x, y])
+        let Shape { m, n, k, .. } = shape;
+        self.matmul(plan, bufs)
             .map_err(|e| BackendError::Cuda(format!("m={m} n={n} k={k}: {e}")))
     }
 
@@ -281,8 +310,8 @@ impl Gemm {
         let (alpha, beta) = (1f32, 0f32);
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
-        // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n f32 ldy
-        // apart, for each matmul of a batch at its offsets (run_batched's contract); the plan's
+        // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n values (f32,
+        // or bf16 for a y_bf16 plan) ldy apart, for each matmul of a batch at its offsets (run_batched's contract); the plan's
         // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
         // used on this stream.
         unsafe {

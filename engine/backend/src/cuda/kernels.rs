@@ -27,6 +27,8 @@ pub struct Kernels {
     pub skip: AtomicBool,
     /// Set while a decode graph is being captured.
     pub capturing: AtomicBool,
+    /// The GPU's streaming multiprocessors (sizes the prefill attention's blocks).
+    sms: usize,
     /// Whether kernels may start before their predecessor ends (see `launch`), outside graphs
     /// and inside them.
     pdl: Pdl,
@@ -222,17 +224,24 @@ impl Kernels {
             ],
             mla_tc_merge: f("mla_tc_merge")?,
             pdl: programmatic_launch(&stream)?,
+            sms: stream.context().attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )? as usize,
             capturing: AtomicBool::new(false),
             stream,
             skip: AtomicBool::new(false),
         };
         for (c, fp8) in [false, true].into_iter().enumerate() {
             for (h, hd) in [64, 128].into_iter().enumerate() {
-                for per_block in &k.attn_prefill_tc {
-                    per_block[c][h].set_attribute(
-                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        Self::prefill_tc_smem(hd, fp8) as i32,
+                for (i, per_block) in k.attn_prefill_tc.iter().enumerate() {
+                    use cudarc::driver::sys::CUfunction_attribute as A;
+                    let f = &per_block[c][h];
+                    f.set_attribute(
+                        A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        Self::prefill_tc_smem(hd, fp8, i + 1) as i32,
                     )?;
+                    // All of the unified L1 as shared memory: two blocks per SM need ~200 KiB.
+                    f.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
                 }
                 let bytes = Self::decode_tc_smem(hd, fp8) as i32;
                 k.attn_decode_tc[c][h].set_attribute(
@@ -416,16 +425,19 @@ impl Kernels {
     }
 
     /// out[r, c] = silu(gu[r, c]) * gu[r, n + c] over `rows` rows of a fused gate/up
-    /// projection, out in bf16 when `out_bf16`.
+    /// projection (n even); gu in bf16 when `gu_bf16`, out when `out_bf16`.
     pub fn silu_mul_pair(
         &self,
         (gu, out): (u64, u64),
         (rows, n): (usize, usize),
-        out_bf16: bool,
+        (gu_bf16, out_bf16): (bool, bool),
     ) -> Result<(), BackendError> {
-        let total = rows * n;
-        let (n_i, ob) = (n as i32, i32::from(out_bf16));
-        launch!(self, silu_mul_pair, flat(total), gu, out, n_i, total, ob)
+        assert!(n.is_multiple_of(2), "silu_mul_pair: odd width {n}");
+        let blocks = (n / 2).div_ceil(256).clamp(1, 64) as u32;
+        let c = cfg((blocks, rows.clamp(1, 65_535) as u32), 256);
+        let (n_i, rows_i) = (n as i32, rows as i32);
+        let (gb, ob) = (i32::from(gu_bf16), i32::from(out_bf16));
+        launch!(self, silu_mul_pair, c, gu, out, n_i, rows_i, gb, ob)
     }
 
     /// out[i] = x[rows[i]] for `n` gathered rows of `cols`; x and out each bf16 or f32 as
@@ -643,7 +655,8 @@ impl Kernels {
         launch!(
             @fn self,
             &self.rope_write_kv[usize::from(a.fp8)],
-            cfg((a.rows as u32, (n_heads + a.n_kv_heads) as u32), 128),
+            // Four heads (a warp each) per block: ROPE_HEADS_PER_BLOCK.
+            cfg((a.rows as u32, (n_heads + a.n_kv_heads).div_ceil(4) as u32), 128),
             a.q,
             a.k,
             a.v,

@@ -45,6 +45,11 @@ pub use step::CudaStep;
 use weights::contiguous;
 pub use weights::CudaWeight;
 
+/// Up to this many rows, Q, K and V come from one GEMM over their stored-together weights (read
+/// once) and a split; past it (long prefill chunks, where even the narrow K and V GEMMs fill the
+/// GPU) three GEMMs write them directly, which spares the split pass over the fused output.
+const FUSED_QKV_MAX_ROWS: usize = 2048;
+
 /// What the backend mutates while running ops on its one stream.
 struct State {
     arena: Arena,
@@ -591,7 +596,8 @@ impl Backend for CudaBackend {
         });
         let k = shapes[0].2;
         let same_k = shapes.iter().all(|s| s.2 == k);
-        if let (true, Some((w, n, _))) = (m > GEMV_MAX_ROWS, contiguous(&ws)) {
+        let fused = m > GEMV_MAX_ROWS && m <= FUSED_QKV_MAX_ROWS;
+        if let (true, Some((w, n, _))) = (fused, contiguous(&ws)) {
             // One GEMM over the three matrices stored back to back, then split.
             let t0 = self.prof_begin();
             let fused = self.fused_buf(m * n);
@@ -651,8 +657,11 @@ impl Backend for CudaBackend {
             self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
-                .and_then(|f| self.gemm(w, x, f, (m, n2, *k)))
-                .and_then(|f| self.kernels.silu_mul_pair((f, out.ptr), (m, *n), true));
+                .and_then(|f| self.gemm_to_bf16(w, x, f, (m, n2, *k)))
+                .and_then(|f| {
+                    self.kernels
+                        .silu_mul_pair((f, out.ptr), (m, *n), (true, true))
+                });
             return self.finish("linear swiglu (cuBLASLt, fused)", t0, r);
         }
         if m > GEMV_MAX_ROWS {

@@ -225,7 +225,7 @@ impl CudaBackend {
         };
         gemms(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
         self.kernels
-            .silu_mul_pair((gu, act), (slots, inter), true)?;
+            .silu_mul_pair((gu, act), (slots, inter), (false, true))?;
         gemms(a.down, down_stride, act, inter, y, hidden, inter)?;
         self.kernels
             .moe_combine((y, slot_p, a.weights, a.shared, a.out), (rows, hidden, k))

@@ -12,7 +12,7 @@ use crate::BackendError;
 
 impl CudaBackend {
     /// cuBLASLt path: x (converted to bf16 in the scratch buffer unless it is bf16 already),
-    /// then one GEMM into `out`.
+    /// then one GEMM into `out` (f32).
     pub(super) fn gemm(
         &self,
         w: u64,
@@ -23,6 +23,21 @@ impl CudaBackend {
         let xs = self.bf16_copy(x, m * k)?;
         if !self.kernels.skipping() {
             self.state().gemm.run(w, xs, out, (m, n, k))?;
+        }
+        Ok(out)
+    }
+
+    /// `gemm` with `out` in bf16.
+    pub(super) fn gemm_to_bf16(
+        &self,
+        w: u64,
+        x: &CudaBuf,
+        out: u64,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<u64, BackendError> {
+        let xs = self.bf16_copy(x, m * k)?;
+        if !self.kernels.skipping() {
+            self.state().gemm.run_to_bf16(w, xs, out, (m, n, k))?;
         }
         Ok(out)
     }

@@ -28,16 +28,17 @@ pub(super) const DECODE_TC_BK: usize = 16;
 const PREFILL_TC_BK: usize = 64;
 
 impl Kernels {
-    /// Dynamic shared memory of the tensor-core prefill kernel (prefill_tc_smem<HD, T>): two
-    /// stages of K and V tiles of bf16 rows padded by 8, or for fp8 one widened K and V tile
-    /// pair plus the raw tile copies land in.
-    pub(super) fn prefill_tc_smem(hd: usize, fp8: bool) -> usize {
+    /// Dynamic shared memory of the tensor-core prefill kernel (prefill_tc_smem<HD, T, HPB>):
+    /// two stages of K and V tiles of bf16 rows padded by 8, or for fp8 one widened K and V
+    /// tile pair plus the raw tile copies land in; then a Q tile (64 padded rows) per head.
+    pub(super) fn prefill_tc_smem(hd: usize, fp8: bool, hpb: usize) -> usize {
         let tile = PREFILL_TC_BK * (hd + 8) * 2;
-        if fp8 {
+        let kv = if fp8 {
             2 * tile + PREFILL_TC_BK * hd
         } else {
             4 * tile
-        }
+        };
+        kv + hpb * tile
     }
 
     /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
@@ -224,7 +225,8 @@ impl Kernels {
     }
 
     /// Causal paged attention of 64-row query tiles on the tensor cores (attention_prefill.cu),
-    /// one block per tile and pair of heads of a KV group (one head for odd groups).
+    /// one block per tile and pair of heads of a KV group (one head for odd groups and small
+    /// grids).
     pub fn attention_tiles_tc(
         &self,
         a: &AttnLaunch,
@@ -240,8 +242,11 @@ impl Kernels {
             a.head_dim
         );
         let [nh, nkv, _, bs] = a.layout();
-        // Two heads per block where the KV group has an even size.
-        let hpb = if (a.n_heads / a.n_kv_heads).is_multiple_of(2) {
+        // Two heads per block (sharing K and V tiles) where the KV group has an even size and
+        // the grid still fills every SM with two blocks; else one head per block, for twice
+        // the blocks (a 512-token chunk has 8 tiles: 128 blocks of two heads of Qwen3-8B).
+        let pairs = (a.n_heads / a.n_kv_heads).is_multiple_of(2);
+        let hpb = if pairs && n_tiles * a.n_heads / 2 >= 2 * self.sms {
             2
         } else {
             1
@@ -250,7 +255,7 @@ impl Kernels {
         let c = LaunchConfig {
             grid_dim: (n_tiles as u32, (a.n_heads / hpb) as u32, 1),
             block_dim: (128 * hpb as u32, 1, 1),
-            shared_mem_bytes: Self::prefill_tc_smem(a.head_dim, a.fp8) as u32,
+            shared_mem_bytes: Self::prefill_tc_smem(a.head_dim, a.fp8, hpb) as u32,
         };
         launch!(
             @fn self,
