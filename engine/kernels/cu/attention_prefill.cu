@@ -9,6 +9,7 @@
 // 16 rows), not registers, so a thread stays within 128 registers and two blocks share an SM.
 //
 // tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. head_dim is HD (64 or 128).
+// `out` is f32, or bf16 when out_bf16 (it then only feeds the o-projection's GEMM).
 // Grid: (tiles, n_heads / HPB), 128 * HPB threads.
 #include <math.h>
 #include "mma.cuh"
@@ -80,9 +81,9 @@ __host__ __device__ constexpr int prefill_tc_smem() {
 template <int HD, typename T, int HPB>
 __device__ __forceinline__ void attn_prefill_tc_body(
     const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
-    float* __restrict__ out, const uint32_t* __restrict__ tiles,
+    void* __restrict__ out, const uint32_t* __restrict__ tiles,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
-    int n_kv_heads, int block_size, float scale) {
+    int n_kv_heads, int block_size, float scale, int out_bf16) {
     constexpr int KC = HD / 16;  // k-chunks of Q K^T
     constexpr int NDT = HD / 8;  // n-tiles of O
     constexpr bool FP8 = std::is_same<T, fp8>::value;
@@ -297,27 +298,31 @@ __device__ __forceinline__ void attn_prefill_tc_body(
         l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
     }
     const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    auto store = [&](int r, int d, float a, float b) {
+        const size_t at = ((size_t)(row0 + r) * n_heads + h) * HD + d;
+        if (out_bf16)
+            *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(out) + at) =
+                __floats2bfloat162_rn(a, b);
+        else
+            *reinterpret_cast<float2*>(static_cast<float*>(out) + at) = make_float2(a, b);
+    };
 #pragma unroll
     for (int n = 0; n < NDT; n++) {
         const int d = 8 * n + 2 * tig;
-        if (r_lo < tile_rows)
-            *reinterpret_cast<float2*>(out + ((size_t)(row0 + r_lo) * n_heads + h) * HD + d) =
-                make_float2(o[n][0] * inv_lo, o[n][1] * inv_lo);
-        if (r_hi < tile_rows)
-            *reinterpret_cast<float2*>(out + ((size_t)(row0 + r_hi) * n_heads + h) * HD + d) =
-                make_float2(o[n][2] * inv_hi, o[n][3] * inv_hi);
+        if (r_lo < tile_rows) store(r_lo, d, o[n][0] * inv_lo, o[n][1] * inv_lo);
+        if (r_hi < tile_rows) store(r_hi, d, o[n][2] * inv_hi, o[n][3] * inv_hi);
     }
 }
 
 #define ATTN_PREFILL_TC(NAME, T, HD, HPB)                                                         \
     extern "C" __global__ void __launch_bounds__(128 * HPB, 2) NAME##_##HD(                          \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
-        float* __restrict__ out, const uint32_t* __restrict__ tiles,                              \
+        void* __restrict__ out, const uint32_t* __restrict__ tiles,                               \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
-        int n_heads, int n_kv_heads, int block_size, float scale) {                               \
+        int n_heads, int n_kv_heads, int block_size, float scale, int out_bf16) {                 \
         pdl_begin();                                                                              \
         attn_prefill_tc_body<HD, T, HPB>(q, kc, vc, out, tiles, seq_info, block_tables, n_heads,  \
-                                         n_kv_heads, block_size, scale);                          \
+                                         n_kv_heads, block_size, scale, out_bf16);                \
     }
 ATTN_PREFILL_TC(attn_prefill_tc, bf16, 64, 1)
 ATTN_PREFILL_TC(attn_prefill_tc, bf16, 128, 1)

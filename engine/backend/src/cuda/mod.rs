@@ -812,7 +812,13 @@ impl Backend for CudaBackend {
         out: &mut CudaBuf,
     ) {
         let t0 = self.prof_begin();
-        self.ensure(out, q.len);
+        // A step of long prefill chunks only (no rows for the decode kernels) gets its output
+        // in bf16 from the tensor-core kernel, sparing the o-projection's GEMM a conversion.
+        let rows = q.len / (shape.n_heads * shape.head_dim);
+        let out_bf16 = step.n_short_rows == 0
+            && Kernels::tc_attention_supports(shape.head_dim)
+            && matmul_input_bf16(rows);
+        self.ensure_as(out, q.len, out_bf16);
         let (k_cache, v_cache) = cache.layer(layer);
         let a = AttnLaunch {
             q: q.f32("attention"),
@@ -828,6 +834,7 @@ impl Backend for CudaBackend {
             block_size: cache.spec.block_size,
             scale: shape.scale,
             fp8: cache.fp8(),
+            out_bf16,
         };
         let d = shape.head_dim;
         let r = self.attn_parts(shape).and_then(|parts| {

@@ -80,6 +80,10 @@ impl Kernels {
         n_rows: usize,
         parts: u64,
     ) -> Result<(), BackendError> {
+        assert!(
+            !a.out_bf16 || n_rows == 0,
+            "decode attention writes f32 rows"
+        );
         if Self::decode_tc_supports(a.n_heads, a.n_kv_heads, a.head_dim) {
             return self.attention_decode_tc(a, rows, n_rows, parts);
         }
@@ -252,6 +256,7 @@ impl Kernels {
             1
         };
         let f = &self.attn_prefill_tc[hpb - 1][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        let ob = i32::from(a.out_bf16);
         let c = LaunchConfig {
             grid_dim: (n_tiles as u32, (a.n_heads / hpb) as u32, 1),
             block_dim: (128 * hpb as u32, 1, 1),
@@ -271,7 +276,8 @@ impl Kernels {
             nh,
             nkv,
             bs,
-            a.scale
+            a.scale,
+            ob
         )
     }
 
@@ -290,6 +296,7 @@ impl Kernels {
         if n_tiles == 0 {
             return Ok(());
         }
+        assert!(!a.out_bf16, "the CUDA-core tiled attention writes f32 rows");
         assert!(
             Self::tiled_attention_supports(a.head_dim),
             "tiled attention: head_dim {}",
@@ -357,4 +364,7 @@ pub struct AttnLaunch {
     pub scale: f32,
     /// fp8 e4m3 caches (else bf16).
     pub fp8: bool,
+    /// `out` is bf16 (else f32): only the tensor-core prefill kernel writes bf16, so a step
+    /// asks for it only when that kernel writes every row.
+    pub out_bf16: bool,
 }
