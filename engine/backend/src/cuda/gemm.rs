@@ -246,18 +246,19 @@ impl Gemm {
         w: u64,
         x: u64,
         y: u64,
-        (m, n, k): (usize, usize, usize),
+        dims: (usize, usize, usize),
     ) -> Result<(), BackendError> {
-        self.run_batched(w, x, y, (m, n, k), (k, n), (1, [0; 3]))
+        self.run_as(w, x, y, dims, false)
     }
 
-    /// `run` with y in bf16 (rounded once from the f32 accumulation).
-    pub fn run_to_bf16(
+    /// `run` with y in bf16 (`y_bf16`: rounded once from the f32 accumulation) or f32.
+    pub fn run_as(
         &mut self,
         w: u64,
         x: u64,
         y: u64,
         (m, n, k): (usize, usize, usize),
+        y_bf16: bool,
     ) -> Result<(), BackendError> {
         let shape = Shape {
             m,
@@ -267,7 +268,7 @@ impl Gemm {
             ldy: n,
             batch: 1,
             offsets: [0; 3],
-            y_bf16: true,
+            y_bf16,
         };
         self.run_shape(shape, [w, x, y])
     }

@@ -657,7 +657,7 @@ impl Backend for CudaBackend {
             self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
-                .and_then(|f| self.gemm_to_bf16(w, x, f, (m, n2, *k)))
+                .and_then(|f| self.gemm_as(w, x, f, (m, n2, *k), true))
                 .and_then(|f| {
                     self.kernels
                         .silu_mul_pair((f, out.ptr), (m, *n), (true, true))

@@ -18,26 +18,23 @@ impl CudaBackend {
         w: u64,
         x: &CudaBuf,
         out: u64,
-        (m, n, k): (usize, usize, usize),
+        dims: (usize, usize, usize),
     ) -> Result<u64, BackendError> {
-        let xs = self.bf16_copy(x, m * k)?;
-        if !self.kernels.skipping() {
-            self.state().gemm.run(w, xs, out, (m, n, k))?;
-        }
-        Ok(out)
+        self.gemm_as(w, x, out, dims, false)
     }
 
-    /// `gemm` with `out` in bf16.
-    pub(super) fn gemm_to_bf16(
+    /// `gemm` with `out` in bf16 (`out_bf16`) or f32.
+    pub(super) fn gemm_as(
         &self,
         w: u64,
         x: &CudaBuf,
         out: u64,
         (m, n, k): (usize, usize, usize),
+        out_bf16: bool,
     ) -> Result<u64, BackendError> {
         let xs = self.bf16_copy(x, m * k)?;
         if !self.kernels.skipping() {
-            self.state().gemm.run_to_bf16(w, xs, out, (m, n, k))?;
+            self.state().gemm.run_as(w, xs, out, (m, n, k), out_bf16)?;
         }
         Ok(out)
     }
