@@ -315,7 +315,7 @@ __device__ __forceinline__ void attn_prefill_tc_body(
 }
 
 #define ATTN_PREFILL_TC(NAME, T, HD, HPB)                                                         \
-    extern "C" __global__ void __launch_bounds__(128 * HPB, 2) NAME##_##HD(                          \
+    extern "C" __global__ void __launch_bounds__(128 * HPB, 2) NAME##_##HD(                       \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         void* __restrict__ out, const uint32_t* __restrict__ tiles,                               \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \

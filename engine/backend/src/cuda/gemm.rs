@@ -1,9 +1,10 @@
 //! cuBLASLt GEMMs for rows past the GEMV kernels: y[m, n] (f32, or bf16 where asked) = x[m, k]
-//! (bf16) . W[n, k]^T (bf16), f32 accumulation. One plan (descriptors + an algorithm) per shape, built on first
-//! use and cached, so steady-state calls do no cuBLASLt setup. For decode-sized shapes (at most
-//! `AUTOTUNE_MAX_ROWS` rows, weight-bandwidth bound, where the heuristic's first pick can be
-//! several times slower than its best) the heuristic's candidates are timed on the call's own
-//! buffers and the fastest is kept; larger shapes take the first pick.
+//! (bf16) . W[n, k]^T (bf16), f32 accumulation. One plan (descriptors + an algorithm) per
+//! shape, built on first use and cached, so steady-state calls do no cuBLASLt setup. For
+//! decode-sized shapes (at most `AUTOTUNE_MAX_ROWS` rows, weight-bandwidth bound, where the
+//! heuristic's first pick can be several times slower than its best) the heuristic's candidates
+//! are timed on the call's own buffers and the fastest is kept; larger shapes take the first
+//! pick.
 //!
 //! cuBLASLt is column-major: row-major y[m, n] is column-major y^T [n, m] = W (column-major
 //! [k, n], transposed) . x^T (column-major [k, m]).
@@ -312,9 +313,9 @@ impl Gemm {
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
         // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n values (f32,
-        // or bf16 for a y_bf16 plan) ldy apart, for each matmul of a batch at its offsets (run_batched's contract); the plan's
-        // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
-        // used on this stream.
+        // or bf16 for a y_bf16 plan) ldy apart, for each matmul of a batch at its offsets
+        // (run_batched's contract); the plan's layouts describe exactly those shapes; the
+        // workspace is WORKSPACE_BYTES long and only used on this stream.
         unsafe {
             result::matmul(
                 self.handle,
