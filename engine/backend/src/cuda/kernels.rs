@@ -20,6 +20,8 @@ const GEMV_FEATURES_PER_BLOCK: [usize; 4] = [1, 2, 4, 8];
 const GEMV_WIDE_ROWS: usize = 2;
 /// Features per warp (gate and up rows each) the SwiGLU GEMVs come in.
 const GEMV_SWIGLU_FEATURES: [usize; 3] = [1, 2, 4];
+/// Heads of `rope_write_kv` per block, a warp each (ROPE_HEADS_PER_BLOCK).
+const ROPE_HEADS_PER_BLOCK: usize = 4;
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
@@ -655,8 +657,13 @@ impl Kernels {
         launch!(
             @fn self,
             &self.rope_write_kv[usize::from(a.fp8)],
-            // Four heads (a warp each) per block: ROPE_HEADS_PER_BLOCK.
-            cfg((a.rows as u32, (n_heads + a.n_kv_heads).div_ceil(4) as u32), 128),
+            cfg(
+                (
+                    a.rows as u32,
+                    (n_heads + a.n_kv_heads).div_ceil(ROPE_HEADS_PER_BLOCK) as u32,
+                ),
+                32 * ROPE_HEADS_PER_BLOCK as u32,
+            ),
             a.q,
             a.k,
             a.v,
