@@ -380,6 +380,16 @@ pub trait Backend: Send + Sync {
         bias: Option<&Self::Weight>,
         out: &mut Self::Buf,
     );
+    /// residual[rows, w.rows] += x[rows, w.cols] * w^T: a projection straight into the residual
+    /// stream (attention's output projection, the MLP's down projection), summed as `linear`
+    /// followed by the add in `add_rms_norm` would be; what follows is then a plain `rms_norm`.
+    fn linear_residual(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        w: &Self::Weight,
+        residual: &mut Self::Buf,
+    );
     /// The Q, K and V projections of one layer: `linear` for each of `ws` on the same `x`
     /// (a GPU backend reads x once and launches once).
     fn linear_qkv(

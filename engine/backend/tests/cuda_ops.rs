@@ -102,6 +102,42 @@ fn linear_gemv_and_gemm_match_cpu() {
     }
 }
 
+/// Projections added straight into a residual stream: the GEMV (1-8 rows), cuBLASLt with beta 1
+/// on decode-sized batches (whose first call times candidate algorithms on the residual itself,
+/// which must survive that) and on prefill-sized ones, twice in a row.
+#[test]
+fn linear_residual_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (m, n, k) in [
+        (1, 256, 512),
+        (5, 96, 64),
+        (8, 4096, 128),
+        (16, 256, 1024),
+        (300, 128, 256),
+    ] {
+        let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 50));
+        let x = rand(m * k, 51);
+        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let res = rand(m * n, 52);
+        let mut rc = res.clone();
+        gpu.begin_step(&batch(m));
+        let mut rg = upload(&gpu, &res);
+        let xg = upload(&gpu, &x);
+        for _ in 0..2 {
+            cpu.linear_residual(&xc, &vec![false; m], &wc, &mut rc);
+            gpu.linear_residual(&xg, &vec![false; m], &wg, &mut rg);
+        }
+        let d = max_rel(&gpu.to_host(&rg), &rc);
+        println!("linear_residual m={m} n={n} k={k}: max rel diff {d:.2e}");
+        assert!(d < 1e-3, "linear_residual m={m} n={n} k={k}: {d}");
+    }
+}
+
 /// A decode row's GEMV output is the same bit for bit alone and in a batch, although wide
 /// outputs take 4 features per block for one row and 8 for several.
 #[test]

@@ -6,7 +6,8 @@
 // the GPU). Each output's sum is reduced in the same order whatever M, R and the
 // kernel variant are, so a sequence's numerics do not depend on its batch.
 //
-// Variants: one matrix (gemv_bf16_M_R); up to three matrices sharing x in one launch (the Q, K
+// Variants: one matrix (gemv_bf16_M_R; with `add`, y += x . W^T, a residual stream, summed in
+// the same order as the separate add it replaces); up to three matrices sharing x in one launch (the Q, K
 // and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
 // read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
 #include "common.cuh"
@@ -94,12 +95,13 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
     }
 }
 
-// Features n0 .. n0 + R - 1 of one matrix.
+// Features n0 .. n0 + R - 1 of one matrix; with `add`, y += the result (a residual stream).
 template <int M, int R>
 __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
                                               const float* __restrict__ x,
                                               const float* __restrict__ bias,
-                                              float* __restrict__ y, int N, int K, int n0) {
+                                              float* __restrict__ y, int N, int K, int n0,
+                                              int add = 0) {
     const bf16* w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
@@ -111,7 +113,9 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int n = n0 + r;
-            if (n < N) y[(size_t)m * N + n] = acc[m][r] + (bias ? bias[n] : 0.f);
+            if (n >= N) continue;
+            const float v = acc[m][r] + (bias ? bias[n] : 0.f);
+            y[(size_t)m * N + n] = add ? y[(size_t)m * N + n] + v : v;
         }
 }
 
@@ -122,10 +126,11 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
     extern "C" __global__ void gemv_bf16_##M##_##R(const bf16* __restrict__ W,                    \
                                                    const float* __restrict__ x,                   \
                                                    const float* __restrict__ bias,                \
-                                                   float* __restrict__ y, int N, int K) {         \
+                                                   float* __restrict__ y, int N, int K,           \
+                                                   int add) {                                     \
         pdl_begin();                                                                              \
         const int n0 = gemv_group() * R;                                                           \
-        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0);                                 \
+        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0, add);                            \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
     extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \

@@ -83,14 +83,14 @@ impl<W> Gqa<W> {
         &self.q
     }
 
-    /// Attention of layer `i` over the normed input `h`; the result lands in `s.o`.
+    /// Attention of layer `i` over the normed input `h`, added to the residual stream `x`.
     #[allow(clippy::too_many_arguments)]
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
         i: usize,
         d: &GqaDims,
-        h: &B::Buf,
+        (h, x): (&B::Buf, &mut B::Buf),
         kinds: &[bool],
         step: &B::Step,
         kv: &mut B::KvCache,
@@ -120,6 +120,6 @@ impl<W> Gqa<W> {
         };
         b.rope_write_kv((&mut s.q, &mut s.k, &s.v), &rw, kv, step);
         b.attention(kv, i, &s.q, shape, step, &mut s.attn);
-        b.linear(&s.attn, kinds, &self.o, None, &mut s.o);
+        b.linear_residual(&s.attn, kinds, &self.o, x);
     }
 }

@@ -288,22 +288,27 @@ impl<B: Backend> Decoder<B> {
         let mut s = Bufs::new(b);
         b.rms_norm(&x, &self.layers[0].attn_norm, self.eps, &mut h);
         for (i, l) in self.layers.iter().enumerate() {
+            // The output projections add straight into the residual stream x.
             match (&l.attn, &self.dims) {
                 (Attn::Gqa(a), AttnDims::Gqa(d)) => {
-                    a.forward(b, i, d, &h, kinds, &step, kv, &mut s)
+                    a.forward(b, i, d, (&h, &mut x), kinds, &step, kv, &mut s)
                 }
                 (Attn::Mla(a), AttnDims::Mla(d)) => {
-                    a.forward(b, i, d, &h, kinds, &step, kv, &mut s)
+                    a.forward(b, i, d, (&h, &mut x), kinds, &step, kv, &mut s)
                 }
                 _ => unreachable!("layers follow the dims"),
             }
-            b.add_rms_norm(&mut x, &s.o, &l.ffn_norm, self.eps, &mut h);
-            l.ffn.forward(b, &h, kinds, &mut s);
+            b.rms_norm(&x, &l.ffn_norm, self.eps, &mut h);
+            let added = l.ffn.forward(b, (&h, &mut x), kinds, &mut s);
             let next_norm = self
                 .layers
                 .get(i + 1)
                 .map_or(&self.norm, |nl| &nl.attn_norm);
-            b.add_rms_norm(&mut x, &s.down, next_norm, self.eps, &mut h);
+            if added {
+                b.rms_norm(&x, next_norm, self.eps, &mut h);
+            } else {
+                b.add_rms_norm(&mut x, &s.down, next_norm, self.eps, &mut h);
+            }
         }
         let mut last = b.buf(0);
         if batch.logits_rows.is_empty() {

@@ -92,18 +92,20 @@ impl<W> Ffn<W> {
         }
     }
 
-    /// The FFN over the normed input `h`; the result lands in `s.down`.
+    /// The FFN over the normed input `h`. A dense MLP adds its result to the residual stream
+    /// `x` (true); a MoE layer leaves it in `s.down`, for the caller to add (false).
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
-        h: &B::Buf,
+        (h, x): (&B::Buf, &mut B::Buf),
         kinds: &[bool],
         s: &mut Bufs<B::Buf>,
-    ) {
+    ) -> bool {
         match self {
             Ffn::Dense([gate, up, down]) => {
                 b.linear_swiglu(h, kinds, gate, up, &mut s.act);
-                b.linear(&s.act, kinds, down, None, &mut s.down);
+                b.linear_residual(&s.act, kinds, down, x);
+                true
             }
             Ffn::Moe(m) => {
                 let layer = MoeLayer {
@@ -114,6 +116,7 @@ impl<W> Ffn<W> {
                     shared: m.shared.as_ref(),
                 };
                 b.moe(h, kinds, &layer, &mut s.down);
+                false
             }
         }
     }

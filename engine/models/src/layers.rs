@@ -78,7 +78,6 @@ pub struct Bufs<Buf> {
     pub k: Buf,
     pub v: Buf,
     pub attn: Buf,
-    pub o: Buf,
     pub act: Buf,
     pub down: Buf,
     /// MLA's extra intermediates.
@@ -95,7 +94,6 @@ impl<Buf> Bufs<Buf> {
             k: b.buf(0),
             v: b.buf(0),
             attn: b.buf(0),
-            o: b.buf(0),
             act: b.buf(0),
             down: b.buf(0),
             q_a: b.buf(0),

@@ -155,14 +155,14 @@ impl<W> Mla<W> {
         &self.kv_latent
     }
 
-    /// MLA of layer `i` over the normed input `h`; the result lands in `s.o`.
+    /// MLA of layer `i` over the normed input `h`, added to the residual stream `x`.
     #[allow(clippy::too_many_arguments)]
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
         i: usize,
         d: &MlaDims,
-        h: &B::Buf,
+        (h, x): (&B::Buf, &mut B::Buf),
         kinds: &[bool],
         step: &B::Step,
         kv: &mut B::KvCache,
@@ -193,6 +193,6 @@ impl<W> Mla<W> {
         };
         b.mla_attention(kv, i, &s.k, &s.q_rope, shape, step, &mut s.attn);
         b.linear_heads(&s.attn, kinds, &self.w_uv, d.n_heads, &mut s.act);
-        b.linear(&s.act, kinds, &self.o, None, &mut s.o);
+        b.linear_residual(&s.act, kinds, &self.o, x);
     }
 }

@@ -284,6 +284,21 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn linear_residual(
+        &self,
+        x: &Vec<f32>,
+        prefill: &[bool],
+        w: &CpuWeight,
+        residual: &mut Vec<f32>,
+    ) {
+        let mut y = Vec::new();
+        self.linear(x, prefill, w, None, &mut y);
+        assert_eq!(y.len(), residual.len(), "the residual holds every row");
+        for (r, v) in residual.iter_mut().zip(&y) {
+            *r += v;
+        }
+    }
+
     fn rms_norm(&self, x: &Vec<f32>, w: &CpuWeight, eps: f32, out: &mut Vec<f32>) {
         let w = w.dense();
         out.resize(x.len(), 0.0);

@@ -40,8 +40,19 @@ pub struct Gemm {
     plans: HashMap<Shape, Plan>,
 }
 
+/// What a GEMM does with y.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Out {
+    /// y = x . W^T in f32.
+    F32,
+    /// y = x . W^T in bf16, rounded once from the f32 accumulation.
+    Bf16,
+    /// y += x . W^T in f32 (a residual stream: the epilogue adds the sum to y in place).
+    AddF32,
+}
+
 /// A plan's key: the matmul's sizes, the row strides of x and y, for a batch of matmuls their
-/// count and the offsets from one to the next of w, x and y (in elements), and whether y is bf16.
+/// count and the offsets from one to the next of w, x and y (in elements), and y's mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Shape {
     m: usize,
@@ -51,7 +62,7 @@ struct Shape {
     ldy: usize,
     batch: usize,
     offsets: [usize; 3],
-    y_bf16: bool,
+    out: Out,
 }
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
@@ -91,7 +102,7 @@ impl Gemm {
             ldy,
             batch,
             offsets,
-            y_bf16,
+            out,
         } = shape;
         use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
         let desc =
@@ -115,7 +126,16 @@ impl Gemm {
         };
         let a = layout(CUDA_R_16BF, k, n, k)?;
         let b = layout(CUDA_R_16BF, k, m, ldx)?;
-        let d = layout(if y_bf16 { CUDA_R_16BF } else { CUDA_R_32F }, n, m, ldy)?;
+        let d = layout(
+            if out == Out::Bf16 {
+                CUDA_R_16BF
+            } else {
+                CUDA_R_32F
+            },
+            n,
+            m,
+            ldy,
+        )?;
         if batch > 1 {
             for (l, offset) in [a, b, d].into_iter().zip(offsets) {
                 let (count, offset) = (batch as i32, offset as i64);
@@ -167,6 +187,11 @@ impl Gemm {
             Ok(cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
         );
         if candidates.len() > 1 && !capturing {
+            // Timing overwrites y: a residual stream's values are put back afterwards.
+            let saved = match out {
+                Out::AddF32 => Some(self.save(y, m * n * 4)?),
+                _ => None,
+            };
             let mut best = (f64::INFINITY, candidates[0]);
             for algo in candidates {
                 plan.algo = algo;
@@ -178,8 +203,34 @@ impl Gemm {
                 }
             }
             plan.algo = best.1;
+            if let Some(saved) = saved {
+                let bytes = saved.len();
+                let src = saved.device_ptr(&self.stream).0;
+                // SAFETY: y holds m*n f32 = `bytes`, saved the same; both live on this stream.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        y,
+                        src,
+                        bytes,
+                        self.stream.cu_stream(),
+                    )
+                }?;
+                self.stream.synchronize()?;
+            }
         }
         Ok(plan)
+    }
+
+    /// A device copy of the `bytes` at y.
+    fn save(&self, y: u64, bytes: usize) -> Result<CudaSlice<u8>, BackendError> {
+        // SAFETY: fully written by the copy below before it is read.
+        let saved = unsafe { self.stream.alloc::<u8>(bytes) }?;
+        let dst = saved.device_ptr(&self.stream).0;
+        // SAFETY: y holds `bytes` (the caller's y of m*n f32), saved the same.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dst, y, bytes, self.stream.cu_stream())
+        }?;
+        Ok(saved)
     }
 
     /// Up to `wanted` algorithms for the plan's shape, the heuristic's best first.
@@ -230,12 +281,13 @@ impl Gemm {
     }
 
     /// Mean seconds of the plan's matmul on these buffers (one warm-up, then three runs).
+    /// Runs with beta 0 whatever the plan's mode (y is overwritten: see make_plan).
     fn time(&self, plan: &Plan, bufs: [u64; 3]) -> Result<f64, BackendError> {
-        self.matmul(plan, bufs)?;
+        self.matmul(plan, Out::F32, bufs)?;
         self.stream.synchronize()?;
         let t0 = std::time::Instant::now();
         for _ in 0..3 {
-            self.matmul(plan, bufs)?;
+            self.matmul(plan, Out::F32, bufs)?;
         }
         self.stream.synchronize()?;
         Ok(t0.elapsed().as_secs_f64() / 3.0)
@@ -249,17 +301,17 @@ impl Gemm {
         y: u64,
         dims: (usize, usize, usize),
     ) -> Result<(), BackendError> {
-        self.run_as(w, x, y, dims, false)
+        self.run_as(w, x, y, dims, Out::F32)
     }
 
-    /// `run` with y in bf16 (`y_bf16`: rounded once from the f32 accumulation) or f32.
+    /// `run` with y as `out` says.
     pub fn run_as(
         &mut self,
         w: u64,
         x: u64,
         y: u64,
         (m, n, k): (usize, usize, usize),
-        y_bf16: bool,
+        out: Out,
     ) -> Result<(), BackendError> {
         let shape = Shape {
             m,
@@ -269,7 +321,7 @@ impl Gemm {
             ldy: n,
             batch: 1,
             offsets: [0; 3],
-            y_bf16,
+            out,
         };
         self.run_shape(shape, [w, x, y])
     }
@@ -294,7 +346,7 @@ impl Gemm {
             ldy,
             batch,
             offsets,
-            y_bf16: false,
+            out: Out::F32,
         };
         self.run_shape(shape, [w, x, y])
     }
@@ -303,17 +355,18 @@ impl Gemm {
         self.plan(shape, bufs)?;
         let plan = &self.plans[&shape];
         let Shape { m, n, k, .. } = shape;
-        self.matmul(plan, bufs)
+        self.matmul(plan, shape.out, bufs)
             .map_err(|e| BackendError::Cuda(format!("m={m} n={n} k={k}: {e}")))
     }
 
     /// Queues the plan's matmul on the stream.
-    fn matmul(&self, plan: &Plan, [w, x, y]: [u64; 3]) -> Result<(), BackendError> {
-        let (alpha, beta) = (1f32, 0f32);
+    fn matmul(&self, plan: &Plan, out: Out, [w, x, y]: [u64; 3]) -> Result<(), BackendError> {
+        // C is y itself: read only when beta is 1 (Out::AddF32), in place.
+        let (alpha, beta) = (1f32, if out == Out::AddF32 { 1f32 } else { 0f32 });
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
         // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n values (f32,
-        // or bf16 for a y_bf16 plan) ldy apart, for each matmul of a batch at its offsets
+        // or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch at its offsets
         // (run_batched's contract); the plan's layouts describe exactly those shapes; the
         // workspace is WORKSPACE_BYTES long and only used on this stream.
         unsafe {

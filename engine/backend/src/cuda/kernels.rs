@@ -531,6 +531,7 @@ impl Kernels {
     }
 
     /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
+    /// With `add`, y[m, n] += that instead.
     pub fn gemv(
         &self,
         w: u64,
@@ -538,12 +539,13 @@ impl Kernels {
         bias: u64,
         y: u64,
         (rows, n, k): (usize, usize, usize),
+        add: bool,
     ) -> Result<(), BackendError> {
         assert!(
             (1..=GEMV_MAX_ROWS).contains(&rows),
             "gemv takes 1..={GEMV_MAX_ROWS} rows"
         );
-        let (n_i, k_i) = (n as i32, k as i32);
+        let (n_i, k_i, add_i) = (n as i32, k as i32, i32::from(add));
         // Wide outputs: 4 features per block (each x load feeds 4 weight rows), 8 from a few rows
         // on (the rows' x loads would outweigh the weights'); narrow ones keep more blocks so the
         // grid still covers every SM. A block's 4 warps split K.
@@ -559,7 +561,13 @@ impl Kernels {
         let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
         let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri]);
-        b.arg(&w).arg(&x).arg(&bias).arg(&y).arg(&n_i).arg(&k_i);
+        b.arg(&w)
+            .arg(&x)
+            .arg(&bias)
+            .arg(&y)
+            .arg(&n_i)
+            .arg(&k_i)
+            .arg(&add_i);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
         // n f32 or 0; the arguments match gemv_bf16_M's signature.

@@ -2,6 +2,7 @@
 //! Q/K/V and gate/up forms (one read of weights stored back to back).
 
 use super::buffers::CudaBuf;
+use super::gemm::Out;
 use super::kernels::GEMV_MAX_ROWS;
 use super::weights::{contiguous, CudaWeight};
 use super::CudaBackend;
@@ -21,6 +22,31 @@ impl CudaBackend {
         bias: Option<&CudaWeight>,
         out: &mut CudaBuf,
     ) {
+        self.linear_into(x, prefill, w, bias, out, false);
+    }
+
+    /// `Backend::linear_residual`.
+    pub(super) fn linear_residual_op(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        w: &CudaWeight,
+        residual: &mut CudaBuf,
+    ) {
+        self.linear_into(x, prefill, w, None, residual, true);
+    }
+
+    /// out = x . w^T (+ bias), or out += x . w^T with `add` (out then holds every row already,
+    /// in f32; no bias).
+    fn linear_into(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        w: &CudaWeight,
+        bias: Option<&CudaWeight>,
+        out: &mut CudaBuf,
+        add: bool,
+    ) {
         let t0 = self.prof_begin();
         let CudaWeight::Matrix {
             ptr,
@@ -33,13 +59,21 @@ impl CudaBackend {
         };
         let m = prefill.len();
         debug_assert_eq!(x.len, m * k);
-        self.ensure(out, m * n);
+        let y = if add {
+            assert!(bias.is_none(), "a residual matmul has no bias");
+            assert_eq!(out.len, m * n, "the residual holds every row");
+            out.f32("linear_residual")
+        } else {
+            self.ensure(out, m * n);
+            out.ptr
+        };
         let bias_ptr = bias.map_or(0, |b| b.ptr());
         let r = if m <= GEMV_MAX_ROWS {
             let xp = x.f32("linear (gemv)");
-            self.kernels.gemv(ptr, xp, bias_ptr, out.ptr, (m, n, k))
+            self.kernels.gemv(ptr, xp, bias_ptr, y, (m, n, k), add)
         } else {
-            self.gemm(ptr, x, out.ptr, (m, n, k))
+            let mode = if add { Out::AddF32 } else { Out::F32 };
+            self.gemm_as(ptr, x, y, (m, n, k), mode)
                 .and_then(|_| match bias {
                     Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
                     None => Ok(()),
@@ -133,7 +167,7 @@ impl CudaBackend {
             self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
-                .and_then(|f| self.gemm_as(w, x, f, (m, n2, *k), true))
+                .and_then(|f| self.gemm_as(w, x, f, (m, n2, *k), Out::Bf16))
                 .and_then(|f| {
                     self.kernels
                         .silu_mul_pair((f, out.ptr), (m, *n), (true, true))

@@ -545,6 +545,16 @@ impl Backend for CudaBackend {
         self.linear_op(x, prefill, w, bias, out);
     }
 
+    fn linear_residual(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        w: &CudaWeight,
+        residual: &mut CudaBuf,
+    ) {
+        self.linear_residual_op(x, prefill, w, residual);
+    }
+
     fn linear_qkv(
         &self,
         x: &CudaBuf,

@@ -5,6 +5,7 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::gemm::Out;
 use super::kernels::Kernels;
 use super::{CudaBackend, CudaBuf, State};
 use crate::ops::AttnShape;
@@ -20,21 +21,21 @@ impl CudaBackend {
         out: u64,
         dims: (usize, usize, usize),
     ) -> Result<u64, BackendError> {
-        self.gemm_as(w, x, out, dims, false)
+        self.gemm_as(w, x, out, dims, Out::F32)
     }
 
-    /// `gemm` with `out` in bf16 (`out_bf16`) or f32.
+    /// `gemm` with `out` as `mode` says (f32, bf16, or added to in place).
     pub(super) fn gemm_as(
         &self,
         w: u64,
         x: &CudaBuf,
         out: u64,
         (m, n, k): (usize, usize, usize),
-        out_bf16: bool,
+        mode: Out,
     ) -> Result<u64, BackendError> {
         let xs = self.bf16_copy(x, m * k)?;
         if !self.kernels.skipping() {
-            self.state().gemm.run_as(w, xs, out, (m, n, k), out_bf16)?;
+            self.state().gemm.run_as(w, xs, out, (m, n, k), mode)?;
         }
         Ok(out)
     }
