@@ -170,17 +170,26 @@ impl<W> Mla<W> {
     ) {
         let q_in = match &self.q_a {
             Some((a, norm)) => {
-                b.linear(h, kinds, a, None, &mut s.q_a);
+                // The three projections of h in one launch (one read of h on a GPU).
+                b.linear_qkv(
+                    h,
+                    kinds,
+                    [a, &self.kv_latent, &self.kv_rope],
+                    None,
+                    [&mut s.q_a, &mut s.k, &mut s.v],
+                );
                 b.rms_norm(&s.q_a, norm, d.eps, &mut s.q_a_norm);
                 &s.q_a_norm
             }
-            None => h,
+            None => {
+                b.linear(h, kinds, &self.kv_latent, None, &mut s.k);
+                b.linear(h, kinds, &self.kv_rope, None, &mut s.v);
+                h
+            }
         };
         b.linear(q_in, kinds, &self.q_nope, None, &mut s.q);
         b.linear(q_in, kinds, &self.q_rope, None, &mut s.q_rope);
-        b.linear(h, kinds, &self.kv_latent, None, &mut s.k);
         b.rms_norm(&s.k, &self.kv_norm, d.eps, &mut s.latent);
-        b.linear(h, kinds, &self.kv_rope, None, &mut s.v);
         b.rope(&mut s.q_rope, step, d.n_heads, &d.rope);
         b.rope(&mut s.v, step, 1, &d.rope);
         b.write_latent(kv, i, &s.latent, &s.v, step);
