@@ -179,7 +179,8 @@ extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_
 }
 
 // out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]).
-// Grid (ceil(n / 8), rows * n_heads), 8 warps: a warp per output.
+// Grid (ceil(n / 8), rows * n_heads), 8 warps: a warp per output. x rows are 16-byte aligned
+// when k is a multiple of 8 (arena rows).
 extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
                                         float* __restrict__ out, int n_heads, int n, int k) {
     pdl_begin();
@@ -191,7 +192,19 @@ extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16*
     const float* xr = x + rh * k;
     const bf16* wr = w + ((size_t)h * n + j) * k;
     float s = 0.f;
-    for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
+    if ((k & 7) == 0) {
+        // 16-byte weight loads, two float4 of x each.
+        for (int i = lane * 8; i < k; i += 32 * 8) {
+            float wf[8];
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(wr + i)), wf);
+            const float4 a = *reinterpret_cast<const float4*>(xr + i);
+            const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
+            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
+                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
+    }
     s = warp_sum(s);
     if (lane == 0) out[rh * n + j] = s;
 }

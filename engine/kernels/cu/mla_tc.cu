@@ -28,7 +28,7 @@
 #define MTC_ROW (MTC_W + 8)          // 16-bit elements per padded shared-memory row
 #define MTC_BK 32                    // keys per tile
 #define MTC_PROW (MTC_BK + 8)        // 16-bit elements per padded P row
-#define MTC_SPLIT_MIN 256            // keys per split at least
+#define MTC_SPLIT_MIN 32             // keys per split at least (one tile)
 
 template <int MT, typename T>
 struct MtcSmem {
@@ -55,13 +55,18 @@ __device__ __forceinline__ int mtc_splits(int ctx) {
 
 // Copies keys k0 .. k0 + MTC_BK - 1 of a sequence's latent rows into a stage; keys past `last`
 // repeat it (their scores are masked).
-template <typename T>
+// NT threads; unrolled, so that a thread's block-table reads are all in flight at once.
+template <typename T, int NT>
 __device__ __forceinline__ void mtc_load(unsigned char* stage, const T* __restrict__ cache,
                                          const uint32_t* table, int k0, int last, int block_size) {
     constexpr int VEC = 16 / sizeof(T);                             // elements per copy
     constexpr int CH = MTC_W / VEC;                                 // copies per row
     constexpr int DST = sizeof(T) == 1 ? MTC_W : MTC_ROW * 2;       // stage bytes per row
-    for (int x = threadIdx.x; x < MTC_BK * CH; x += blockDim.x) {
+    constexpr int N = (MTC_BK * CH + NT - 1) / NT;                  // copies per thread
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const int x = threadIdx.x + i * NT;
+        if (x >= MTC_BK * CH) break;
         const int j = x / CH, c = x % CH;
         const int key = min(k0 + j, last);
         const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
@@ -110,22 +115,36 @@ __device__ __forceinline__ void mla_tc_body(
     auto row_ok = [&](int r) { return r < qt * hg && r / hg < nq && h0 + r % hg < n_heads; };
 
     if (n_tiles > 0) {
-        mtc_load<T>(dsm + L::STAGES_AT, cache, table, k_begin, k_end - 1, block_size);
+        mtc_load<T, 128 * MT>(dsm + L::STAGES_AT, cache, table, k_begin, k_end - 1, block_size);
         cp_async_commit();
     }
     // Q, scaled by scale * log2(e) so the softmax uses exp2; zero rows pad the tile.
+    // Loads in batches of QB per thread, all in flight before their stores (one round trip
+    // per batch, not per pair: this prologue dominated short decode contexts).
     {
+        constexpr int NT = 128 * MT, PAIRS = M * (MTC_W / 2), QB = 12;
         const float qsc = scale * 1.4426950408889634f;
-        for (int x = threadIdx.x; x < M * (MTC_W / 2); x += blockDim.x) {
-            const int r = x / (MTC_W / 2), d = 2 * (x % (MTC_W / 2));
-            float2 v = make_float2(0.f, 0.f);
-            if (row_ok(r)) {
-                const size_t th = (size_t)(t + r / hg) * n_heads + h0 + r % hg;
-                v = d < MTC_RANK
-                        ? *reinterpret_cast<const float2*>(q_lat + th * MTC_RANK + d)
-                        : *reinterpret_cast<const float2*>(q_rope + th * MTC_ROPE + d - MTC_RANK);
+        for (int x0 = threadIdx.x; x0 < PAIRS; x0 += QB * NT) {
+            float2 v[QB];
+#pragma unroll
+            for (int i = 0; i < QB; i++) {
+                const int x = x0 + i * NT;
+                const int r = x / (MTC_W / 2), d = 2 * (x % (MTC_W / 2));
+                v[i] = make_float2(0.f, 0.f);
+                if (x < PAIRS && row_ok(r)) {
+                    const size_t th = (size_t)(t + r / hg) * n_heads + h0 + r % hg;
+                    v[i] = d < MTC_RANK ? *reinterpret_cast<const float2*>(q_lat + th * MTC_RANK + d)
+                                        : *reinterpret_cast<const float2*>(
+                                              q_rope + th * MTC_ROPE + d - MTC_RANK);
+                }
             }
-            *reinterpret_cast<uint32_t*>(&qs[r][d]) = Mma::pack(v.x * qsc, v.y * qsc);
+#pragma unroll
+            for (int i = 0; i < QB; i++) {
+                const int x = x0 + i * NT;
+                if (x >= PAIRS) break;
+                const int r = x / (MTC_W / 2), d = 2 * (x % (MTC_W / 2));
+                *reinterpret_cast<uint32_t*>(&qs[r][d]) = Mma::pack(v[i].x * qsc, v[i].y * qsc);
+            }
         }
     }
 
@@ -144,7 +163,7 @@ __device__ __forceinline__ void mla_tc_body(
         const int k0 = k_begin + it * MTC_BK;
         unsigned char* stage = dsm + L::STAGES_AT + (it & 1) * L::STAGE;
         if (it + 1 < n_tiles) {
-            mtc_load<T>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, table,
+            mtc_load<T, 128 * MT>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, table,
                         k0 + MTC_BK, k_end - 1, block_size);
             cp_async_commit();
             cp_async_wait<1>();

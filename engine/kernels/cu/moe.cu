@@ -10,11 +10,24 @@
 #define MOE_MAX_TOPK 32
 #define MOE_MAX_GROUPS 64
 #define MOE_WARPS 8
+#define MOE_LOADS 4  // 16-byte weight loads in flight per lane (per matrix)
 
 // x row element i of an activation buffer that is f32 or bf16.
 __device__ __forceinline__ float act_at(const void* x, int x_bf16, size_t i) {
     return x_bf16 ? __bfloat162float(reinterpret_cast<const bf16*>(x)[i])
                   : reinterpret_cast<const float*>(x)[i];
+}
+
+// x[i .. i + 8] of an f32 or bf16 activation buffer, i a multiple of 8 (16-byte aligned rows).
+__device__ __forceinline__ void act8(const void* x, int x_bf16, size_t i, float (&v)[8]) {
+    if (x_bf16) {
+        bf16x8_to_f32(*reinterpret_cast<const uint4*>(reinterpret_cast<const bf16*>(x) + i), v);
+    } else {
+        const float4 a = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(x) + i);
+        const float4 b = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(x) + i + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+    }
 }
 
 // Is (va, ia) ahead of (vb, ib): larger value, then lower index.
@@ -55,7 +68,9 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
     }
     __syncwarp();
     const int per_group = n_experts / n_group;
-    if (lane == 0) {
+    if (n_group <= 1) {
+        if (lane == 0) open_group[0] = 1;
+    } else if (lane == 0) {
         float gs[MOE_MAX_GROUPS];
         for (int g = 0; g < n_group; g++) {
             float b1 = -INFINITY, b2 = -INFINITY;
@@ -138,16 +153,28 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
     const bf16* u = g + (size_t)inter * hidden;
     float sg = 0.f, su = 0.f;
     if ((hidden & 7) == 0) {
-        // 16-byte weight loads: 8 values per lane per step.
-        for (int i = lane * 8; i < hidden; i += 32 * 8) {
-            float gf[8], uf[8];
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(g + i)), gf);
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(u + i)), uf);
+        // 16-byte weight loads, MOE_LOADS of gate and of up in flight per lane, 8 values each.
+        for (int i0 = lane * 8; i0 < hidden; i0 += 32 * 8 * MOE_LOADS) {
+            uint4 gv[MOE_LOADS], uv[MOE_LOADS];
 #pragma unroll
-            for (int t = 0; t < 8; t++) {
-                const float xv = act_at(x, x_bf16, row * hidden + i + t);
-                sg += xv * gf[t];
-                su += xv * uf[t];
+            for (int c = 0; c < MOE_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                gv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(g + i)) : uint4{};
+                uv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(u + i)) : uint4{};
+            }
+#pragma unroll
+            for (int c = 0; c < MOE_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                if (i >= hidden) break;
+                float gf[8], uf[8], xv[8];
+                bf16x8_to_f32(gv[c], gf);
+                bf16x8_to_f32(uv[c], uf);
+                act8(x, x_bf16, row * hidden + i, xv);
+#pragma unroll
+                for (int t = 0; t < 8; t++) {
+                    sg += xv[t] * gf[t];
+                    su += xv[t] * uf[t];
+                }
             }
         }
     } else {
@@ -182,11 +209,24 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
         const float* a = act + pair * inter;
         float s = 0.f;
         if ((inter & 7) == 0) {
-            for (int i = lane * 8; i < inter; i += 32 * 8) {
-                float df[8];
-                bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(d + i)), df);
+            // MOE_LOADS 16-byte weight loads in flight per lane.
+            for (int i0 = lane * 8; i0 < inter; i0 += 32 * 8 * MOE_LOADS) {
+                uint4 dv[MOE_LOADS];
 #pragma unroll
-                for (int t = 0; t < 8; t++) s += a[i + t] * df[t];
+                for (int c = 0; c < MOE_LOADS; c++) {
+                    const int i = i0 + 32 * 8 * c;
+                    dv[c] = i < inter ? __ldg(reinterpret_cast<const uint4*>(d + i)) : uint4{};
+                }
+#pragma unroll
+                for (int c = 0; c < MOE_LOADS; c++) {
+                    const int i = i0 + 32 * 8 * c;
+                    if (i >= inter) break;
+                    float df[8], av[8];
+                    bf16x8_to_f32(dv[c], df);
+                    act8(a, 0, i, av);
+#pragma unroll
+                    for (int t = 0; t < 8; t++) s += av[t] * df[t];
+                }
             }
         } else {
             for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
