@@ -11,6 +11,7 @@
 #define MOE_MAX_GROUPS 64
 #define MOE_WARPS 8
 #define MOE_LOADS 4  // 16-byte weight loads in flight per lane (per matrix)
+#define MOE_DOWN_LOADS 8  // in moe_down, whose warps each take one expert's dot product
 
 // x row element i of an activation buffer that is f32 or bf16.
 __device__ __forceinline__ float act_at(const void* x, int x_bf16, size_t i) {
@@ -190,50 +191,61 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
 }
 
 // out[row, h] = sum_j weights[row, j] * (act[row * top_k + j] . down_e[h]) (+ shared[row, h]),
-// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (rows, ceil(hidden /
-// MOE_WARPS)), MOE_WARPS warps: a warp per output feature (rows vary fastest, as above).
+// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (rows, ceil(hidden / F)),
+// MOE_WARPS warps, F = max(1, MOE_WARPS / top_k) features per block: warp w takes the block's
+// (feature, choice) dot products w, w + MOE_WARPS, ... (one each at top_k <= MOE_WARPS, so all
+// of a dot product's loads are in flight at once), then the block sums each feature's choices
+// in expert order (rows vary fastest, so rows sharing an expert read its rows from L2 together).
 extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __restrict__ ids,
                                     const float* __restrict__ weights,
                                     const bf16* __restrict__ down,
                                     const float* __restrict__ shared, float* __restrict__ out,
                                     int hidden, int inter, int top_k) {
     pdl_begin();
-    const int lane = threadIdx.x & 31;
-    const int h = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
+    __shared__ float dots[MOE_WARPS > MOE_MAX_TOPK ? MOE_WARPS : MOE_MAX_TOPK];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int F = max(1, MOE_WARPS / top_k);
+    const int h0 = blockIdx.y * F;
     const size_t row = blockIdx.x;
-    if (h >= hidden) return;
-    float total = 0.f;
-    for (int j = 0; j < top_k; j++) {
-        const size_t pair = row * top_k + j;
-        const bf16* d = down + ((size_t)ids[pair] * hidden + h) * inter;
-        const float* a = act + pair * inter;
+    for (int p = warp; p < F * top_k; p += MOE_WARPS) {
+        const int h = h0 + p / top_k;
+        const size_t pair = row * top_k + p % top_k;
         float s = 0.f;
-        if ((inter & 7) == 0) {
-            // MOE_LOADS 16-byte weight loads in flight per lane.
-            for (int i0 = lane * 8; i0 < inter; i0 += 32 * 8 * MOE_LOADS) {
-                uint4 dv[MOE_LOADS];
+        if (h < hidden) {
+            const bf16* d = down + ((size_t)ids[pair] * hidden + h) * inter;
+            const float* a = act + pair * inter;
+            if ((inter & 7) == 0) {
+                for (int i0 = lane * 8; i0 < inter; i0 += 32 * 8 * MOE_DOWN_LOADS) {
+                    uint4 dv[MOE_DOWN_LOADS];
 #pragma unroll
-                for (int c = 0; c < MOE_LOADS; c++) {
-                    const int i = i0 + 32 * 8 * c;
-                    dv[c] = i < inter ? __ldg(reinterpret_cast<const uint4*>(d + i)) : uint4{};
+                    for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                        const int i = i0 + 32 * 8 * c;
+                        dv[c] = i < inter ? __ldg(reinterpret_cast<const uint4*>(d + i)) : uint4{};
+                    }
+#pragma unroll
+                    for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                        const int i = i0 + 32 * 8 * c;
+                        if (i >= inter) break;
+                        float df[8], av[8];
+                        bf16x8_to_f32(dv[c], df);
+                        act8(a, 0, i, av);
+#pragma unroll
+                        for (int t = 0; t < 8; t++) s += av[t] * df[t];
+                    }
                 }
-#pragma unroll
-                for (int c = 0; c < MOE_LOADS; c++) {
-                    const int i = i0 + 32 * 8 * c;
-                    if (i >= inter) break;
-                    float df[8], av[8];
-                    bf16x8_to_f32(dv[c], df);
-                    act8(a, 0, i, av);
-#pragma unroll
-                    for (int t = 0; t < 8; t++) s += av[t] * df[t];
-                }
+            } else {
+                for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
             }
-        } else {
-            for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
+            s = warp_sum(s);
         }
-        total += weights[pair] * warp_sum(s);
+        if (lane == 0) dots[p] = s;
     }
-    if (lane == 0) out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
+    __syncthreads();
+    const int h = h0 + threadIdx.x;
+    if (threadIdx.x >= F || h >= hidden) return;
+    float total = 0.f;
+    for (int j = 0; j < top_k; j++) total += weights[row * top_k + j] * dots[threadIdx.x * top_k + j];
+    out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
 }
 
 // The grouped (prefill) path's combine: out[row, h] = sum_j weights[row, j] * y[slot[row, j], h]

@@ -122,7 +122,13 @@ impl Kernels {
         launch!(
             @fn self,
             &self.moe_down,
-            cfg((rows as u32, s.hidden.div_ceil(MOE_WARPS) as u32), warps),
+            cfg(
+                (
+                    rows as u32,
+                    s.hidden.div_ceil((MOE_WARPS / k).max(1)) as u32
+                ),
+                warps
+            ),
             a.act,
             a.ids,
             a.weights,
