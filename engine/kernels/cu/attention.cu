@@ -60,35 +60,46 @@ __device__ __forceinline__ void rope_write_kv_body(
     float* x = is_q ? q + ((size_t)row * n_heads + h) * head_dim
                     : k + ((size_t)row * n_kv_heads + h) * head_dim;
     const float* w = is_q ? q_norm : k_norm;
-    // Up to 8 values per lane (head_dim <= 256), unrolled so a decode row's loads all issue
-    // at once.
-    float xv[8], ss = 0.f;
+    const size_t kv_dim = (size_t)n_kv_heads * head_dim;
+    const float* vr = v + row * kv_dim + (size_t)h * head_dim;
+    const int half = rotary_dim / 2;
+    // Every global read up front, unrolled, so a decode row pays one round trip, not one per
+    // step: up to 8 values per lane of x, the norm weight and v (head_dim <= 256), up to 4
+    // frequencies (rotary_dim <= 256), the position and the cache slot.
+    const uint32_t slot = slots[row];
+    const float p = (float)pos[row];
+    float xv[8], wv[8], vv[8], fr[4];
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const int i = lane + 32 * e;
         xv[e] = i < head_dim ? x[i] : 0.f;
-        ss += xv[e] * xv[e];
+        wv[e] = w && i < head_dim ? w[i] : 1.f;
+        vv[e] = !is_q && i < head_dim ? vr[i] : 0.f;
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) fr[e] = lane + 32 * e < half ? inv_freq[lane + 32 * e] : 0.f;
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) ss += xv[e] * xv[e];
     const float inv = w ? 1.f / sqrtf(warp_sum(ss) / head_dim + eps) : 1.f;
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const int i = lane + 32 * e;
-        if (i < head_dim) sh[i] = w ? xv[e] * inv * w[i] : xv[e];
+        if (i < head_dim) sh[i] = w ? xv[e] * inv * wv[e] : xv[e];
     }
     __syncwarp();
-    const int half = rotary_dim / 2;
-    const float p = (float)pos[row];
-    for (int j = lane; j < half; j += 32) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const int j = lane + 32 * e;
+        if (j >= half) break;
         float s, c;
-        sincosf(p * inv_freq[j], &s, &c);
+        sincosf(p * fr[e], &s, &c);
         const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
         const float x0 = sh[a], x1 = sh[b];
         sh[a] = x0 * c - x1 * s;
         sh[b] = x1 * c + x0 * s;
     }
     __syncwarp();
-    const uint32_t slot = slots[row];
-    const size_t kv_dim = (size_t)n_kv_heads * head_dim;
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const int i = lane + 32 * e;
@@ -97,7 +108,7 @@ __device__ __forceinline__ void rope_write_kv_body(
         if (!is_q && slot != NO_SLOT) {
             const size_t at = (size_t)slot * kv_dim + (size_t)h * head_dim + i;
             kv_store(kc + at, sh[i]);
-            kv_store(vc + at, v[row * kv_dim + (size_t)h * head_dim + i]);
+            kv_store(vc + at, vv[e]);
         }
     }
 }
