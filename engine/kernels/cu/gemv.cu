@@ -18,13 +18,14 @@
 #define GEMV_LOADS 16
 #define GEMV_WARPS 4  // warps per block, splitting K
 
-// acc[m][r] = x[m, :] . w[r][:] over this warp's quarter of K, then summed over the block's
-// GEMV_WARPS warps in warp order (lane 0 of warp 0 gets the sums). A block owns R features and
+// Each warp's dot products x[m, :] . w[r][:] over its quarter of K, left in shared memory as
+// part[warp][m][r] (returned, after a block barrier) for gemv_sum. A block owns R features and
 // its warps split K, so a narrow matrix still has 4 warps per feature group streaming it.
 template <int M, int R>
-__device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
-                                          int K, float (&acc)[M][R]) {
+__device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
+                                                      const float* __restrict__ x, int K) {
     __shared__ float part[GEMV_WARPS][M][R];
+    float acc[M][R];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int m = 0; m < M; m++)
@@ -82,20 +83,33 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
             if (lane == 0) part[warp][m][r] = v;
         }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    return &part[0][0][0];
+}
+
+// Output i = m * R + r of a block: its warps' partials summed in warp order.
+template <int M, int R>
+__device__ __forceinline__ float gemv_sum(const float* part, int i) {
+    float v = 0.f;
 #pragma unroll
-        for (int m = 0; m < M; m++)
+    for (int q = 0; q < GEMV_WARPS; q++) v += part[q * M * R + i];
+    return v;
+}
+
+// acc[m][r] = x[m, :] . w[r][:] in thread 0 (the SwiGLU pairs need a feature's gate and up sums
+// in one thread).
+template <int M, int R>
+__device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
+                                          int K, float (&acc)[M][R]) {
+    const float* part = gemv_partials<M, R>(w, x, K);
+    if (threadIdx.x != 0) return;
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                float v = 0.f;
+    for (int m = 0; m < M; m++)
 #pragma unroll
-                for (int q = 0; q < GEMV_WARPS; q++) v += part[q][m][r];
-                acc[m][r] = v;
-            }
-    }
+        for (int r = 0; r < R; r++) acc[m][r] = gemv_sum<M, R>(part, m * R + r);
 }
 
 // Features n0 .. n0 + R - 1 of one matrix; with `add`, y += the result (a residual stream).
+// Thread i writes output i, so the bias and residual reads are all in flight at once.
 template <int M, int R>
 __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
                                               const float* __restrict__ x,
@@ -105,18 +119,13 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
     const bf16* w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
-    float acc[M][R];
-    gemv_dots<M, R>(w, x, K, acc);
-    if (threadIdx.x != 0) return;
-#pragma unroll
-    for (int m = 0; m < M; m++)
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int n = n0 + r;
-            if (n >= N) continue;
-            const float v = acc[m][r] + (bias ? bias[n] : 0.f);
-            y[(size_t)m * N + n] = add ? y[(size_t)m * N + n] + v : v;
-        }
+    const float* part = gemv_partials<M, R>(w, x, K);
+    for (int i = threadIdx.x; i < M * R; i += blockDim.x) {
+        const int m = i / R, n = n0 + i % R;
+        if (n >= N) continue;
+        const float v = gemv_sum<M, R>(part, i) + (bias ? bias[n] : 0.f);
+        y[(size_t)m * N + n] = add ? y[(size_t)m * N + n] + v : v;
+    }
 }
 
 // The block's feature group (a block of GEMV_WARPS warps owns R features).
