@@ -1,7 +1,8 @@
 //! The CUDA backend: bf16 weights in device memory (`weights`), activations in a per-step arena
 //! (`buffers`, `arena`), a bf16 or fp8 paged KV cache, our kernels (hearth-kernels' fatbin,
 //! loaded once; launchers in `kernels`) for every op but the large GEMMs, which go to cuBLASLt
-//! (`gemm`, with its fixed buffers in `scratch`). Libraries are loaded at run time (cudarc
+//! (`gemm`, with its fixed buffers in `scratch`); the larger ops live in `linear`, `attention`
+//! and `moe` (MoE and MLA). Libraries are loaded at run time (cudarc
 //! dynamic loading), so the same binary runs on machines without a GPU; `CudaBackend::probe`
 //! says whether one is usable.
 //!
@@ -12,6 +13,7 @@
 //! HEARTH_CUDA_GRAPHS=0 turns them off.
 
 mod arena;
+mod attention;
 mod buffers;
 mod gemm;
 mod graph;
@@ -41,7 +43,7 @@ pub use buffers::{CudaBuf, CudaKvCache};
 use gemm::Gemm;
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
-use kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, GEMV_MAX_ROWS};
+use kernels::{Kernels, RopeShape, RopeWriteLaunch, GEMV_MAX_ROWS};
 pub use step::CudaStep;
 pub use weights::CudaWeight;
 
@@ -701,56 +703,7 @@ impl Backend for CudaBackend {
         step: &CudaStep,
         out: &mut CudaBuf,
     ) {
-        let t0 = self.prof_begin();
-        // A step of long prefill chunks only (no rows for the decode kernels) gets its output
-        // in bf16 from the tensor-core kernel, sparing the o-projection's GEMM a conversion.
-        let rows = q.len / (shape.n_heads * shape.head_dim);
-        let out_bf16 = step.n_short_rows == 0
-            && Kernels::tc_attention_supports(shape.head_dim)
-            && matmul_input_bf16(rows);
-        self.ensure_as(out, q.len, out_bf16);
-        let (k_cache, v_cache) = cache.layer(layer);
-        let a = AttnLaunch {
-            q: q.f32("attention"),
-            k_cache,
-            v_cache,
-            out: out.ptr,
-            tok_seq: step.tok_seq,
-            seq_info: step.seq_info,
-            block_tables: step.block_tables,
-            n_heads: shape.n_heads,
-            n_kv_heads: shape.n_kv_heads,
-            head_dim: shape.head_dim,
-            block_size: cache.spec.block_size,
-            scale: shape.scale,
-            fp8: cache.fp8(),
-            out_bf16,
-        };
-        let d = shape.head_dim;
-        let r = self.attn_parts(shape).and_then(|parts| {
-            // The CUDA-core tiled kernel reads bf16 caches only.
-            let tiled = Kernels::tc_attention_supports(d)
-                || (Kernels::tiled_attention_supports(d) && !cache.fp8());
-            if !tiled {
-                return self
-                    .kernels
-                    .attention_decode(&a, step.all_rows, step.n_tokens, parts);
-            }
-            self.kernels
-                .attention_decode(&a, step.short_rows, step.n_short_rows, parts)?;
-            if Kernels::tc_attention_supports(d) {
-                self.kernels
-                    .attention_tiles_tc(&a, step.tiles, step.n_tiles)
-            } else {
-                self.kernels.attention_tiles(&a, step.tiles, step.n_tiles)
-            }
-        });
-        let op = if step.n_tiles == 0 {
-            "attention (rows)"
-        } else {
-            "attention (tiles)"
-        };
-        self.finish(op, t0, r);
+        self.attention_op(cache, layer, q, shape, step, out);
     }
 
     fn sample_rows(&self, x: &CudaBuf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
