@@ -2,6 +2,7 @@
 # Packs what tests/device/run.sh needs on the GPU machine into devbin/ (ignored; carried by the
 # device tool): the release binaries (built here with `cargo build --release --workspace
 # --all-targets --all-features`), stripped and xz-compressed, and the real Qwen3 tokenizer.
+# Usage: tests/device/pack.sh [TEST_BINARY...]
 # The device tool carries at most 64 MiB: see run.sh for the SmolLM2 GGUF, which travels apart.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,7 +10,9 @@ rm -rf devbin && mkdir -p devbin/qwen3-tokenizer
 pack() { strip -o "devbin/$1" "$2" && xz -T2 -6 -f "devbin/$1"; }
 pack hearth-engine target/release/hearth-engine
 pack hearth target/release/hearth
-for t in cuda_ops cuda_moe_mla hf_reference cuda_kernels smollm2_golden; do
+# Test binaries: the ones named (e.g. `pack.sh cuda_moe_mla hf_reference` for run.sh's moe stage),
+# by default the ops stage's; each carries the kernels' fatbin, so all of them exceed the carry.
+for t in ${@:-cuda_ops cuda_linear hf_reference}; do
     pack "$t" "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)"
 done
 TOK=${QWEN3_TOKENIZER:-../shared/tokenizers/qwen3}

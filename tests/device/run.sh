@@ -44,8 +44,10 @@ t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1
 for stage in "$@"; do case $stage in
 ops)
     HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_linear compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_linear" --test-threads=1
     ;;
 moe)
     HEARTH_TEST_CUDA=1 t cuda_moe_mla "$B/cuda_moe_mla" --nocapture --test-threads=1

@@ -1,7 +1,8 @@
-//! Every CUDA op against the CPU backend (the reference) on random data: GEMV and cuBLASLt
-//! linears with and without bias, norms, rotary embeddings (NeoX and interleaved, partial),
-//! SiLU product, embedding, logits gather, and paged attention over a mixed batch (a chunked
-//! prefill with a cached prefix next to decode rows, GQA, scattered blocks).
+//! The CUDA ops besides the linears (`cuda_linear.rs`) and MoE / MLA (`cuda_moe_mla.rs`)
+//! against the CPU backend (the reference) on random data: norms, rotary embeddings (NeoX and
+//! interleaved, partial), SiLU product, embedding, logits gather, sampling, and paged attention
+//! over a mixed batch (a chunked prefill with a cached prefix next to decode rows, GQA,
+//! scattered blocks).
 //!
 //! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances are
 //! bf16's: weights, the KV cache and GEMM inputs are stored in bf16 on the GPU.
@@ -9,261 +10,12 @@
 #![allow(clippy::unwrap_used)]
 
 use hearth_backend::{
-    AttnMetadata, AttnShape, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight,
-    KvCacheSpec, KvDtype, RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
+    AttnMetadata, AttnShape, Backend, CpuBackend, CudaBackend, ForwardBatch, KvCacheSpec, KvDtype,
+    RopeSpec, RopeWrite, SeqAttn, NO_SLOT,
 };
 
 mod common;
-use common::{bf, fp8, gpu, max_rel, rand};
-
-/// A one-sequence prefill batch of `n` tokens (for ops that only read the row count).
-fn batch(n: usize) -> ForwardBatch {
-    ForwardBatch {
-        tokens: (0..n as u32).map(|i| i * 7 % 50).collect(),
-        positions: (0..n as u32).map(|i| i * 3 + 1).collect(),
-        attn: AttnMetadata {
-            seqs: vec![SeqAttn {
-                query_start: 0,
-                query_len: n,
-                context_len: n,
-                block_table: vec![],
-            }],
-            prefill: vec![true; n],
-            slot_mapping: (0..n as u32).collect(),
-        },
-        logits_rows: vec![n - 1, 0],
-    }
-}
-
-struct Pair<'a> {
-    cpu: &'a CpuBackend,
-    gpu: &'a CudaBackend,
-}
-
-impl Pair<'_> {
-    fn w(
-        &self,
-        name: &str,
-        shape: Vec<usize>,
-        v: &[f32],
-    ) -> (
-        <CpuBackend as Backend>::Weight,
-        <CudaBackend as Backend>::Weight,
-    ) {
-        // The CPU gets the bf16-rounded values too, so only arithmetic differs.
-        let v = if shape.len() == 2 { bf(v) } else { v.to_vec() };
-        (
-            self.cpu
-                .upload(HostWeight::f32(name, shape.clone(), v.clone()))
-                .unwrap(),
-            self.gpu.upload(HostWeight::f32(name, shape, v)).unwrap(),
-        )
-    }
-}
-
-#[test]
-fn linear_gemv_and_gemm_match_cpu() {
-    let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend::new(2).unwrap();
-    let p = Pair {
-        cpu: &cpu,
-        gpu: &gpu,
-    };
-    for (m, n, k, bias) in [
-        (1, 96, 64, false),
-        (3, 40, 72, true),
-        (8, 128, 256, false),
-        (9, 64, 96, true),
-        (40, 200, 128, false),
-        (5, 33, 30, false),
-        (1, 2049, 64, true),
-        (2, 4096, 128, false),
-        (1, 8195, 64, false),
-        (8, 8192, 128, true),
-        // Decode batch sizes past the GEMV rows.
-        (16, 256, 1024, true),
-        (33, 96, 64, true),
-        (64, 512, 4096, false),
-    ] {
-        let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 1));
-        let (bc, bg) = p.w("b", vec![n], &rand(n, 2));
-        let x = rand(m * k, 3);
-        // GEMM inputs are rounded to bf16 on the GPU past the GEMV rows.
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
-        let mut oc = cpu.buf(0);
-        cpu.linear(&xc, &vec![false; m], &wc, bias.then_some(&bc), &mut oc);
-        gpu.begin_step(&batch(m));
-        let xg = upload(&gpu, &x);
-        let mut og = gpu.buf(0);
-        gpu.linear(&xg, &vec![false; m], &wg, bias.then_some(&bg), &mut og);
-        let d = max_rel(&gpu.to_host(&og), &oc);
-        println!("linear m={m} n={n} k={k} bias={bias}: max rel diff {d:.2e}");
-        assert!(d < 1e-3, "linear m={m} n={n} k={k}: {d}");
-    }
-}
-
-/// Projections added straight into a residual stream: the GEMV (1-8 rows), cuBLASLt with beta 1
-/// on decode-sized batches (whose first call times candidate algorithms on the residual itself,
-/// which must survive that) and on prefill-sized ones, twice in a row.
-#[test]
-fn linear_residual_matches_cpu() {
-    let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend::new(2).unwrap();
-    let p = Pair {
-        cpu: &cpu,
-        gpu: &gpu,
-    };
-    for (m, n, k) in [
-        (1, 256, 512),
-        (5, 96, 64),
-        (8, 4096, 128),
-        (16, 256, 1024),
-        (300, 128, 256),
-    ] {
-        let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 50));
-        let x = rand(m * k, 51);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
-        let res = rand(m * n, 52);
-        let mut rc = res.clone();
-        gpu.begin_step(&batch(m));
-        let mut rg = upload(&gpu, &res);
-        let xg = upload(&gpu, &x);
-        for _ in 0..2 {
-            cpu.linear_residual(&xc, &vec![false; m], &wc, &mut rc);
-            gpu.linear_residual(&xg, &vec![false; m], &wg, &mut rg);
-        }
-        let d = max_rel(&gpu.to_host(&rg), &rc);
-        println!("linear_residual m={m} n={n} k={k}: max rel diff {d:.2e}");
-        assert!(d < 1e-3, "linear_residual m={m} n={n} k={k}: {d}");
-    }
-}
-
-/// A decode row's GEMV output is the same bit for bit alone and in a batch, although wide
-/// outputs take 4 features per block for one row and 8 for several.
-#[test]
-fn gemv_rows_are_batch_invariant() {
-    let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend::new(2).unwrap();
-    let p = Pair {
-        cpu: &cpu,
-        gpu: &gpu,
-    };
-    let (n, k) = (4096, 1024);
-    let (_, wg) = p.w("w", vec![n, k], &rand(n * k, 40));
-    let x = rand(8 * k, 41);
-    let run = |m: usize| {
-        gpu.begin_step(&batch(m));
-        let mut og = gpu.buf(0);
-        gpu.linear(
-            &upload(&gpu, &x[..m * k]),
-            &vec![false; m],
-            &wg,
-            None,
-            &mut og,
-        );
-        gpu.to_host(&og)
-    };
-    let alone = run(1);
-    for m in [2, 5, 8] {
-        assert_eq!(run(m)[..n], alone[..], "row 0 alone vs in {m} rows");
-    }
-}
-
-/// The fused QKV and SwiGLU GEMVs, the fused GEMMs past the GEMV rows, and the separate
-/// GEMMs of prefill-sized batches against the CPU's separate linears.
-#[test]
-fn fused_qkv_and_swiglu_match_cpu() {
-    let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend::new(2).unwrap();
-    let p = Pair {
-        cpu: &cpu,
-        gpu: &gpu,
-    };
-    for (m, nq, nkv, k, bias) in [
-        (1, 4096, 1024, 128, false),
-        (4, 4096, 1024, 512, true),
-        (3, 256, 64, 96, true),
-        (8, 96, 32, 64, false),
-        (12, 128, 64, 64, true),
-        // Decode batch sizes past the GEMV rows, and K of real models.
-        (33, 512, 128, 1024, true),
-        (20, 256, 64, 2048, false),
-        (64, 4096, 1024, 4096, false),
-        // Prefill-sized: Q, K and V as three GEMMs (past FUSED_QKV_MAX_ROWS).
-        (2100, 256, 64, 512, true),
-    ] {
-        let (qc, qg) = p.w("q", vec![nq, k], &rand(nq * k, 30));
-        let (kc, kg) = p.w("k", vec![nkv, k], &rand(nkv * k, 31));
-        let (vc, vg) = p.w("v", vec![nkv, k], &rand(nkv * k, 32));
-        let (bq, bqg) = p.w("bq", vec![nq], &rand(nq, 33));
-        let (bk, bkg) = p.w("bk", vec![nkv], &rand(nkv, 34));
-        let (bv, bvg) = p.w("bv", vec![nkv], &rand(nkv, 35));
-        let x = rand(m * k, 36);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
-        let kinds = vec![false; m];
-        let (mut oc, mut okc, mut ovc) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
-        cpu.linear_qkv(
-            &xc,
-            &kinds,
-            [&qc, &kc, &vc],
-            bias.then_some([&bq, &bk, &bv]),
-            [&mut oc, &mut okc, &mut ovc],
-        );
-        gpu.begin_step(&batch(m));
-        let xg = upload(&gpu, &x);
-        let (mut og, mut okg, mut ovg) = (gpu.buf(0), gpu.buf(0), gpu.buf(0));
-        gpu.linear_qkv(
-            &xg,
-            &kinds,
-            [&qg, &kg, &vg],
-            bias.then_some([&bqg, &bkg, &bvg]),
-            [&mut og, &mut okg, &mut ovg],
-        );
-        for (name, g, c) in [("q", &og, &oc), ("k", &okg, &okc), ("v", &ovg, &ovc)] {
-            let d = max_rel(&gpu.to_host(g), c);
-            println!("linear_qkv m={m} {name}: max rel diff {d:.2e}");
-            assert!(d < 1e-3, "linear_qkv m={m} {name}: {d}");
-        }
-        // The same weights uploaded as a group (back to back: one fused GEMM past the GEMV
-        // rows).
-        let grouped = |parts: &[(usize, u64)]| {
-            let ws = parts
-                .iter()
-                .map(|&(n, seed)| HostWeight::f32("w", vec![n, k], bf(&rand(n * k, seed))))
-                .collect();
-            gpu.upload_group(ws).unwrap()
-        };
-        let qkv = grouped(&[(nq, 30), (nkv, 31), (nkv, 32)]);
-        gpu.linear_qkv(
-            &xg,
-            &kinds,
-            [&qkv[0], &qkv[1], &qkv[2]],
-            bias.then_some([&bqg, &bkg, &bvg]),
-            [&mut og, &mut okg, &mut ovg],
-        );
-        for (name, g, c) in [("q", &og, &oc), ("k", &okg, &okc), ("v", &ovg, &ovc)] {
-            let d = max_rel(&gpu.to_host(g), c);
-            println!("linear_qkv grouped m={m} {name}: max rel diff {d:.2e}");
-            assert!(d < 1e-3, "linear_qkv grouped m={m} {name}: {d}");
-        }
-
-        let (gc, gg) = p.w("gate", vec![nq, k], &rand(nq * k, 37));
-        let (uc, ug) = p.w("up", vec![nq, k], &rand(nq * k, 38));
-        cpu.linear_swiglu(&xc, &kinds, &gc, &uc, &mut oc);
-        gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
-        // Past the GEMV rows the fused GEMM writes gate and up in bf16, and the product is
-        // written in bf16 for the down projection's GEMM.
-        let tolerance = if m > 8 { 8e-3 } else { 1e-3 };
-        let d = max_rel(&gpu.to_host(&og), &oc);
-        println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
-        assert!(d < tolerance, "linear_swiglu m={m}: {d}");
-        let gate_up = grouped(&[(nq, 37), (nq, 38)]);
-        gpu.linear_swiglu(&xg, &kinds, &gate_up[0], &gate_up[1], &mut og);
-        let d = max_rel(&gpu.to_host(&og), &oc);
-        println!("linear_swiglu grouped m={m} n={nq}: max rel diff {d:.2e}");
-        assert!(d < tolerance, "linear_swiglu m={m}: {d}");
-    }
-}
+use common::{batch, bf, fp8, gpu, max_rel, rand, upload, Pair};
 
 /// The fused q/k norm + rotary + cache write against the CPU's separate ops, with and without
 /// q/k norms, NeoX and interleaved, partial rotary, and a padding row that must write nothing.
@@ -424,11 +176,6 @@ fn gpu_sampling_matches_the_host_reference() {
     assert!(spread.len() > 8, "u must pick different tokens: {spread:?}");
 }
 
-/// Puts host values into a fresh GPU activation buffer.
-fn upload(gpu: &CudaBackend, v: &[f32]) -> <CudaBackend as Backend>::Buf {
-    gpu.buf_from_host(v)
-}
-
 #[test]
 fn norms_rope_silu_embedding_gather_match_cpu() {
     let Some(gpu) = gpu() else { return };
@@ -482,60 +229,6 @@ fn norms_rope_silu_embedding_gather_match_cpu() {
     cpu.gather_logits_rows(&x, n, &sc, &mut oc);
     gpu.gather_logits_rows(&upload(&gpu, &x), n, &sg, &mut og);
     assert_eq!(gpu.to_host(&og), oc, "gather");
-}
-
-/// Past the GEMV rows, norms and SiLU products write bf16 (what the cuBLASLt path reads), and
-/// the matmuls, the logits gather and `to_host` read it: the same results as f32 outputs
-/// rounded to bf16.
-#[test]
-fn matmul_inputs_past_the_gemv_rows_are_bf16() {
-    let Some(gpu) = gpu() else { return };
-    let cpu = CpuBackend::new(2).unwrap();
-    let p = Pair {
-        cpu: &cpu,
-        gpu: &gpu,
-    };
-    let (rows, n, out) = (12, 96, 64);
-    let mut b = batch(rows);
-    b.logits_rows = (0..10).collect();
-    let (sc, sg) = (cpu.begin_step(&b), gpu.begin_step(&b));
-    let x = rand(rows * n, 50);
-    let r = rand(rows * n, 51);
-    let (wc, wg) = p.w("norm", vec![n], &rand(n, 52));
-    let (mc, mg) = p.w("w", vec![out, n], &rand(out * n, 53));
-    let (mut rc, mut rg) = (r.clone(), upload(&gpu, &r));
-    let (mut hc, mut hg) = (cpu.buf(0), gpu.buf(0));
-    cpu.add_rms_norm(&mut rc, &x, &wc, 1e-6, &mut hc);
-    gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut hg);
-    // One bf16 rounding step of the largest value at most.
-    let d = max_rel(&gpu.to_host(&hg), &hc);
-    assert!(d < 8e-3, "add_rms_norm bf16 out: {d}");
-    // The matmul reads the bf16 rows as they are (the CPU gets them rounded the same way).
-    let (mut yc, mut yg) = (cpu.buf(0), gpu.buf(0));
-    let kinds = vec![false; rows];
-    cpu.linear(&gpu.to_host(&hg), &kinds, &mc, None, &mut yc);
-    gpu.linear(&hg, &kinds, &mg, None, &mut yg);
-    let d = max_rel(&gpu.to_host(&yg), &yc);
-    assert!(d < 1e-3, "linear on bf16 rows: {d}");
-    // Ten gathered rows stay bf16 (the head's cuBLASLt path), two become f32 (its GEMV).
-    let (mut gc, mut gg) = (cpu.buf(0), gpu.buf(0));
-    cpu.gather_logits_rows(&gpu.to_host(&hg), n, &sc, &mut gc);
-    gpu.gather_logits_rows(&hg, n, &sg, &mut gg);
-    assert_eq!(gpu.to_host(&gg), gc, "gather of 10 bf16 rows");
-    b.logits_rows = vec![11, 3];
-    let (sc, sg) = (cpu.begin_step(&b), gpu.begin_step(&b));
-    let mut hg = gpu.buf(0);
-    let mut rg = upload(&gpu, &r);
-    gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut hg);
-    cpu.gather_logits_rows(&gpu.to_host(&hg), n, &sc, &mut gc);
-    gpu.gather_logits_rows(&hg, n, &sg, &mut gg);
-    assert_eq!(gpu.to_host(&gg), gc, "gather of 2 rows into f32");
-    let mut yg = gpu.buf(0);
-    gpu.linear(&gg, &[false; 2], &mg, None, &mut yg);
-    let mut yc = cpu.buf(0);
-    cpu.linear(&gc, &[false; 2], &mc, None, &mut yc);
-    let d = max_rel(&gpu.to_host(&yg), &yc);
-    assert!(d < 1e-3, "gemv on gathered rows: {d}");
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! error measure the GPU's storage types call for.
 #![allow(dead_code)]
 
-use hearth_backend::CudaBackend;
+use hearth_backend::{
+    AttnMetadata, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight, SeqAttn,
+};
 
 /// The GPU, where HEARTH_TEST_CUDA=1 says there is one.
 pub fn gpu() -> Option<CudaBackend> {
@@ -58,4 +60,55 @@ pub fn max_rel(got: &[f32], want: &[f32]) -> f32 {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f32::max)
         / scale
+}
+
+/// A one-sequence prefill batch of `n` tokens (for ops that only read the row count).
+pub fn batch(n: usize) -> ForwardBatch {
+    ForwardBatch {
+        tokens: (0..n as u32).map(|i| i * 7 % 50).collect(),
+        positions: (0..n as u32).map(|i| i * 3 + 1).collect(),
+        attn: AttnMetadata {
+            seqs: vec![SeqAttn {
+                query_start: 0,
+                query_len: n,
+                context_len: n,
+                block_table: vec![],
+            }],
+            prefill: vec![true; n],
+            slot_mapping: (0..n as u32).collect(),
+        },
+        logits_rows: vec![n - 1, 0],
+    }
+}
+
+/// The same weights on the CPU (the reference) and the GPU.
+pub struct Pair<'a> {
+    pub cpu: &'a CpuBackend,
+    pub gpu: &'a CudaBackend,
+}
+
+impl Pair<'_> {
+    pub fn w(
+        &self,
+        name: &str,
+        shape: Vec<usize>,
+        v: &[f32],
+    ) -> (
+        <CpuBackend as Backend>::Weight,
+        <CudaBackend as Backend>::Weight,
+    ) {
+        // The CPU gets the bf16-rounded values too, so only arithmetic differs.
+        let v = if shape.len() == 2 { bf(v) } else { v.to_vec() };
+        (
+            self.cpu
+                .upload(HostWeight::f32(name, shape.clone(), v.clone()))
+                .unwrap(),
+            self.gpu.upload(HostWeight::f32(name, shape, v)).unwrap(),
+        )
+    }
+}
+
+/// Puts host values into a fresh GPU activation buffer.
+pub fn upload(gpu: &CudaBackend, v: &[f32]) -> <CudaBackend as Backend>::Buf {
+    gpu.buf_from_host(v)
 }
