@@ -9,3 +9,4 @@
 #include "moe.cu"
 #include "mla.cu"
 #include "mla_tc.cu"
+#include "moe_gemm.cu"

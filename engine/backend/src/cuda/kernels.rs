@@ -69,6 +69,9 @@ pub struct Kernels {
     moe_gate_up: CudaFunction,
     moe_down: CudaFunction,
     moe_combine: CudaFunction,
+    moe_gemm: CudaFunction,
+    /// Whether prefill experts take moe_gemm (off with HEARTH_MOE_GEMM=cublas: cuBLASLt GEMMs).
+    moe_gemm_on: bool,
     linear_heads: CudaFunction,
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
@@ -152,8 +155,8 @@ pub use attention::AttnLaunch;
 use launch::Launch;
 mod moe_mla;
 pub use moe_mla::{
-    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_MAX_EXPERTS, MOE_MAX_GROUPS,
-    MOE_MAX_TOPK,
+    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS,
+    MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
 
 impl Kernels {
@@ -213,6 +216,8 @@ impl Kernels {
             moe_gate_up: f("moe_gate_up")?,
             moe_down: f("moe_down")?,
             moe_combine: f("moe_combine")?,
+            moe_gemm: f("moe_gemm_bf16")?,
+            moe_gemm_on: std::env::var("HEARTH_MOE_GEMM").as_deref() != Ok("cublas"),
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],

@@ -1,9 +1,9 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
-//! moe.cu and mla.cu (launchers in kernels/moe_mla.rs).
+//! moe.cu, moe_gemm.cu, mla.cu and mla_tc.cu (launchers in kernels/moe_mla.rs).
 
 use super::kernels::{
-    MlaLaunch, MoeLaunch, MoeShape, GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_MAX_EXPERTS,
-    MOE_MAX_GROUPS, MOE_MAX_TOPK,
+    MlaLaunch, MoeLaunch, MoeShape, GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS,
+    MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
 use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
@@ -147,10 +147,11 @@ impl CudaBackend {
 
     /// The prefill path: routes come back to the host, the rows are gathered in expert order
     /// (bf16), the experts' GEMMs run over their rows (gate/up fused, then down), and a combine
-    /// kernel sums each row's weighted outputs. When padding every expert's run to the longest
-    /// one at most doubles the rows, each GEMM is one batched cuBLASLt call over all experts;
-    /// otherwise one call per expert. Eager steps only (it synchronizes), which prefill steps
-    /// are.
+    /// kernel sums each row's weighted outputs. The GEMMs are one launch each of moe_gemm.cu
+    /// over every expert's rows (each expert's run padded to a tile); for matrix shapes it does
+    /// not take, cuBLASLt: one batched call over all experts padded to the longest run when that
+    /// at most doubles the rows, otherwise one call per expert. Eager steps only (it
+    /// synchronizes), which prefill steps are.
     fn moe_grouped(
         &self,
         a: &MoeLaunch,
@@ -164,17 +165,31 @@ impl CudaBackend {
         self.copy_to_host(a.ids, &mut ids)?;
         let mut counts = vec![0usize; n_experts];
         ids.iter().for_each(|&e| counts[e as usize] += 1);
+        let ours = self.kernels.moe_gemm_fits(2 * inter, hidden)
+            && self.kernels.moe_gemm_fits(hidden, inter);
         let longest = counts.iter().copied().max().unwrap_or(0);
         let padded = longest.next_multiple_of(MOE_PAD_ROWS);
-        let batched = n_experts * padded <= 2 * pairs;
-        // Each expert's first slot: runs back to back, or `padded` apart.
+        let batched = !ours && n_experts * padded <= 2 * pairs;
+        // Each expert's first slot: runs back to back (padded to moe_gemm's tile with ours), or
+        // `padded` apart.
         let mut first = vec![0usize; n_experts];
+        let mut tiles: Vec<[i32; 2]> = Vec::new();
         let mut next = 0;
         for e in 0..n_experts {
             first[e] = if batched { e * padded } else { next };
-            next += counts[e];
+            if ours {
+                let run = counts[e].next_multiple_of(MOE_GEMM_ROWS);
+                tiles.extend(
+                    (next..next + run)
+                        .step_by(MOE_GEMM_ROWS)
+                        .map(|t| [e as i32, t as i32]),
+                );
+                next += run;
+            } else {
+                next += counts[e];
+            }
         }
-        let slots = if batched { n_experts * padded } else { pairs };
+        let slots = if batched { n_experts * padded } else { next };
         // Pairs in (expert, pair) order; padding slots read row 0 and are never combined.
         let mut slot = vec![0i32; pairs];
         let mut src_rows = vec![0u32; slots];
@@ -188,6 +203,7 @@ impl CudaBackend {
         let floats = [
             pairs,
             slots,
+            2 * tiles.len(),
             slots * hidden / 2 + 1,
             slots * 2 * inter,
             slots * inter / 2 + 1,
@@ -195,13 +211,22 @@ impl CudaBackend {
         ];
         let bytes = floats.iter().map(|f| (f * 4).div_ceil(256) * 256).sum();
         let mut at = self.fixed_buf(|st| &mut st.moe_grouped, bytes)?;
-        let [slot_p, rows_p, xs, gu, act, y] = floats.map(|f| carve(&mut at, f * 4));
+        let [slot_p, rows_p, tiles_p, xs, gu, act, y] = floats.map(|f| carve(&mut at, f * 4));
         self.copy_to_device_async(slot_p, &slot)?;
         self.copy_to_device_async(rows_p, &src_rows)?;
+        if ours {
+            let flat: Vec<i32> = tiles.iter().flatten().copied().collect();
+            self.copy_to_device_async(tiles_p, &flat)?;
+        }
         self.kernels
             .gather_rows((a.x, rows_p, xs), (slots, hidden), (a.x_bf16, true))?;
-        // y[slots of e] = x[slots of e] . w_e^T: one batched GEMM, or one per expert.
+        // y[slots of e] = x[slots of e] . w_e^T: one grouped launch, one batched GEMM, or one
+        // per expert.
         let gemms = |w: u64, stride: u64, x: u64, x_row: usize, y: u64, y_row: usize, k| {
+            if ours {
+                let ptrs = (w, stride as usize / 2, x, y, tiles_p);
+                return self.kernels.moe_gemm(ptrs, (tiles.len(), y_row, k));
+            }
             let mut st = self.state();
             if batched {
                 let offsets = [stride as usize / 2, padded * x_row, padded * y_row];

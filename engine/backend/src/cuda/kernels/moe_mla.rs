@@ -1,4 +1,4 @@
-//! Launchers of the mixture-of-experts kernels (moe.cu) and the MLA kernels (mla.cu).
+//! Launchers of the mixture-of-experts kernels (moe.cu, moe_gemm.cu) and the MLA kernels (mla.cu).
 
 use cudarc::driver::LaunchConfig;
 
@@ -22,6 +22,12 @@ const MLA_TC_BK: usize = 32;
 const MLA_TC_ROW: usize = 512 + 64 + 8;
 const MLA_TC_PROW: usize = MLA_TC_BK + 8;
 const MLA_TC_MT: [usize; 2] = [2, 4];
+
+/// moe_gemm.cu's tile (MG_BM, MG_BN) and K step (MG_BK): each expert's gathered rows are padded
+/// to a multiple of MOE_GEMM_ROWS, and it takes N % MOE_GEMM_COLS == 0, K % MOE_GEMM_K == 0.
+pub const MOE_GEMM_ROWS: usize = 128;
+const MOE_GEMM_COLS: usize = 128;
+const MOE_GEMM_K: usize = 32;
 
 /// Where a MoE layer's tensors are on the device.
 pub struct MoeLaunch {
@@ -142,6 +148,42 @@ impl Kernels {
     }
 
     /// out[row] = sum_j weights[row, j] * y[slot[row, j]] (+ shared[row]) over `rows` rows.
+    /// Whether moe_gemm takes an (n, k) expert matrix.
+    pub fn moe_gemm_fits(&self, n: usize, k: usize) -> bool {
+        self.moe_gemm_on && n.is_multiple_of(MOE_GEMM_COLS) && k.is_multiple_of(MOE_GEMM_K)
+    }
+
+    /// y[slots, n] (f32) = x[slots, k] (bf16) . W_e^T for each tile of MOE_GEMM_ROWS slots:
+    /// `tiles[i]` = (expert e, first slot) of tile i, W_e = w + e * w_stride bf16 [n, k] (see
+    /// moe_gemm.cu).
+    pub fn moe_gemm(
+        &self,
+        (w, w_stride, x, y, tiles): (u64, usize, u64, u64, u64),
+        (n_tiles, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            self.moe_gemm_fits(n, k),
+            "moe_gemm: {n} x {k} expert matrices"
+        );
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        let (stride, n_i, k_i) = (w_stride as i64, n as i32, k as i32);
+        let grid = ((n / MOE_GEMM_COLS) as u32, n_tiles as u32);
+        launch!(
+            self,
+            moe_gemm,
+            cfg(grid, 256),
+            w,
+            stride,
+            x,
+            y,
+            tiles,
+            n_i,
+            k_i
+        )
+    }
+
     pub fn moe_combine(
         &self,
         (y, slot, weights, shared, out): (u64, u64, u64, u64, u64),
