@@ -14,25 +14,7 @@ use hearth_backend::{
 };
 
 mod common;
-use common::{bf, gpu, max_rel, rand};
-
-fn rows_batch(n: usize) -> ForwardBatch {
-    ForwardBatch {
-        tokens: vec![0; n],
-        positions: (0..n as u32).collect(),
-        attn: AttnMetadata {
-            seqs: vec![SeqAttn {
-                query_start: 0,
-                query_len: n,
-                context_len: n,
-                block_table: vec![],
-            }],
-            prefill: vec![true; n],
-            slot_mapping: (0..n as u32).collect(),
-        },
-        logits_rows: vec![n - 1],
-    }
-}
+use common::{batch, bf, gpu, max_rel, rand};
 
 /// Uploads the same bf16-rounded matrices to both backends, as one group.
 fn group(
@@ -142,7 +124,7 @@ fn moe_matches_cpu() {
             };
             let mut oc = cpu.buf(0);
             cpu.moe(&xc, &kinds, &lc, &mut oc);
-            gpu.begin_step(&rows_batch(rows));
+            gpu.begin_step(&batch(rows));
             let xg = gpu.buf_from_host(&x);
             let mut og = gpu.buf(0);
             gpu.moe(&xg, &kinds, &lg, &mut og);
@@ -153,7 +135,7 @@ fn moe_matches_cpu() {
             // Decode rows come out the same alone as in the batch.
             if !prefill && rows <= 8 {
                 for r in 0..rows {
-                    gpu.begin_step(&rows_batch(1));
+                    gpu.begin_step(&batch(1));
                     let mut o1 = gpu.buf(0);
                     let x1 = gpu.buf_from_host(&x[r * hidden..(r + 1) * hidden]);
                     gpu.moe(&x1, &[false], &lg, &mut o1);
@@ -186,7 +168,7 @@ fn linear_heads_matches_cpu() {
         let xc = if rows > 8 { bf(&x) } else { x.clone() };
         let mut oc = cpu.buf(0);
         cpu.linear_heads(&xc, &kinds, &wc[0], heads, &mut oc);
-        gpu.begin_step(&rows_batch(rows));
+        gpu.begin_step(&batch(rows));
         let mut og = gpu.buf(0);
         gpu.linear_heads(&gpu.buf_from_host(&x), &kinds, &wg[0], heads, &mut og);
         let d = max_rel(&gpu.to_host(&og), &oc);
