@@ -99,11 +99,19 @@ fn moe_matches_cpu() {
         let shared_c: [_; 3] = sc.try_into().ok().unwrap();
         let shared_g: [_; 3] = sg.try_into().ok().unwrap();
         let sig = scoring == MoeScoring::Sigmoid;
-        // Decode batches run as per-pair dot products; prefill past 16 rows as grouped GEMMs
-        // (moe_gemm.cu over every expert's tiles; with HEARTH_MOE_GEMM=cublas, as run.sh's moe
-        // stage also runs this, cuBLASLt: one per expert, or batched over experts padded to the
-        // longest run at 150 rows, top-4).
-        for (rows, prefill) in [(1, false), (5, false), (32, false), (20, true), (150, true)] {
+        // Decode batches run as per-pair dot products; prefill past 16 rows as grouped GEMMs:
+        // moe_gemm.cu over every expert's tiles (at 600 rows with the hot expert: 640 slots for
+        // it, 128 or 256 for the others), or with HEARTH_MOE_GEMM=cublas (run.sh's moe stage
+        // runs both) cuBLASLt: one GEMM per expert, or at 150 rows top-4 batched over experts
+        // padded to the longest run.
+        for (rows, prefill) in [
+            (1, false),
+            (5, false),
+            (32, false),
+            (20, true),
+            (150, true),
+            (600, true),
+        ] {
             let x = rand(rows * hidden, 3 + rows as u64);
             // The GPU rounds matmul inputs to bf16 past 8 rows: the CPU gets the same x then.
             let xc = if rows > 8 { bf(&x) } else { x.clone() };

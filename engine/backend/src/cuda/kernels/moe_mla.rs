@@ -147,7 +147,6 @@ impl Kernels {
         )
     }
 
-    /// out[row] = sum_j weights[row, j] * y[slot[row, j]] (+ shared[row]) over `rows` rows.
     /// Whether moe_gemm takes an (n, k) expert matrix.
     pub fn moe_gemm_fits(&self, n: usize, k: usize) -> bool {
         self.moe_gemm_on && n.is_multiple_of(MOE_GEMM_COLS) && k.is_multiple_of(MOE_GEMM_K)
@@ -184,6 +183,7 @@ impl Kernels {
         )
     }
 
+    /// out[row] = sum_j weights[row, j] * y[slot[row, j]] (+ shared[row]) over `rows` rows.
     pub fn moe_combine(
         &self,
         (y, slot, weights, shared, out): (u64, u64, u64, u64, u64),
