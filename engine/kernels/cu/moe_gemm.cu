@@ -30,9 +30,9 @@ __device__ __forceinline__ void mg_load_tile(bf16 (*s)[MG_LDS], const bf16* __re
 extern "C" __global__ void __launch_bounds__(256)
     moe_gemm_bf16(const bf16* __restrict__ W, long long w_stride, const bf16* __restrict__ X,
                   float* __restrict__ Y, const int2* __restrict__ tiles, int N, int K) {
+    pdl_begin();
     __shared__ __align__(16) bf16 As[2][MG_BM][MG_LDS];
     __shared__ __align__(16) bf16 Bs[2][MG_BN][MG_LDS];
-    pdl_begin();
     const int2 tile = tiles[blockIdx.y];
     const int n0 = blockIdx.x * MG_BN;
     const bf16* a = X + (size_t)tile.y * K;
