@@ -51,7 +51,7 @@ ops)
     ;;
 moe)
     HEARTH_TEST_CUDA=1 t cuda_moe_mla "$B/cuda_moe_mla" --nocapture --test-threads=1
-    HEARTH_TEST_CUDA=1 HEARTH_MOE_GEMM=cublas t cuda_moe_mla_cublas "$B/cuda_moe_mla" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 HEARTH_MOE_GEMM=cublas HEARTH_MOE_DECODE=gemv t cuda_moe_mla_cublas "$B/cuda_moe_mla" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_moe compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_moe_mla" --test-threads=1
     ;;

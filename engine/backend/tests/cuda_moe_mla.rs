@@ -99,7 +99,10 @@ fn moe_matches_cpu() {
         let shared_c: [_; 3] = sc.try_into().ok().unwrap();
         let shared_g: [_; 3] = sg.try_into().ok().unwrap();
         let sig = scoring == MoeScoring::Sigmoid;
-        // Decode batches run as per-pair dot products; prefill past 16 rows as grouped GEMMs:
+        // Decode batches up to 8 rows run as per-pair dot products, past that on tensor cores
+        // over each expert's pairs (moe_tc.cu; at 200 rows some experts take more than one
+        // 32-pair pass; with HEARTH_MOE_DECODE=gemv, which run.sh's moe stage runs too, as dot
+        // products); prefill past 16 rows as grouped GEMMs:
         // moe_gemm.cu over every expert's tiles (at 600 rows with the hot expert: 640 slots for
         // it, 128 or 256 for the others), or with HEARTH_MOE_GEMM=cublas (run.sh's moe stage
         // runs both) cuBLASLt: one GEMM per expert, or at 150 rows top-4 batched over experts
@@ -108,6 +111,7 @@ fn moe_matches_cpu() {
             (1, false),
             (5, false),
             (32, false),
+            (200, false),
             (20, true),
             (150, true),
             (600, true),

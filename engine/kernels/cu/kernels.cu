@@ -10,3 +10,4 @@
 #include "mla.cu"
 #include "mla_tc.cu"
 #include "moe_gemm.cu"
+#include "moe_tc.cu"

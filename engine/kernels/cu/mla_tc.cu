@@ -3,8 +3,8 @@
 //
 // Every head attends to the same latent rows, so a block takes a tile of M = 16 MT query rows,
 // (token, head) pairs of one sequence, and streams the sequence's latent rows through shared
-// memory once for all of them, 32 keys at a time (cp.async, two stages; fp8 rows are widened to
-// f16 exactly in shared memory and use f16 mma, bf16 rows bf16 mma):
+// memory once for all of them, 32 keys at a time (cp.async, two stages; fp8 rows use one stage
+// and are widened to f16 exactly in shared memory and use f16 mma, bf16 rows bf16 mma):
 //   1. S = Q K^T, the 576 dims split in four quarters over the warps (warp w: m-tile w % MT,
 //      quarter w / MT), partial scores summed in a fixed order by
 //   2. the online softmax, 8 threads per row (P to shared memory in the mma type), then
@@ -40,8 +40,11 @@ struct MtcSmem {
     static constexpr int WIDE = FP8 ? TILE : 0;
     static constexpr int S = 4 * M * MTC_BK * 4;
     static constexpr int P = M * MTC_PROW * 2;
+    // fp8 tiles are widened out of their stage right away, so one stage is enough (the next
+    // tile loads while the widened one is used); bf16 tiles are used in place, from two.
+    static constexpr int STAGES = FP8 ? 1 : 2;
     static constexpr int STAGES_AT = Q;
-    static constexpr int WIDE_AT = STAGES_AT + 2 * STAGE;
+    static constexpr int WIDE_AT = STAGES_AT + STAGES * STAGE;
     static constexpr int S_AT = WIDE_AT + WIDE;
     static constexpr int P_AT = S_AT + S;
     static constexpr int ROWS_AT = P_AT + P;  // alpha, then the final max and sum, per row
@@ -161,8 +164,8 @@ __device__ __forceinline__ void mla_tc_body(
 
     for (int it = 0; it < n_tiles; it++) {
         const int k0 = k_begin + it * MTC_BK;
-        unsigned char* stage = dsm + L::STAGES_AT + (it & 1) * L::STAGE;
-        if (it + 1 < n_tiles) {
+        unsigned char* stage = dsm + L::STAGES_AT + (L::FP8 ? 0 : (it & 1) * L::STAGE);
+        if (!L::FP8 && it + 1 < n_tiles) {
             mtc_load<T, 128 * MT>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, table,
                         k0 + MTC_BK, k_end - 1, block_size);
             cp_async_commit();
@@ -180,6 +183,11 @@ __device__ __forceinline__ void mla_tc_body(
                 *reinterpret_cast<uint4*>(&tile[j][c * 8]) = fp8x8_to_f16x8(u);
             }
             __syncthreads();
+            // The stage is free again: the next tile loads while this one is used.
+            if (it + 1 < n_tiles) {
+                mtc_load<T, 128 * MT>(stage, cache, table, k0 + MTC_BK, k_end - 1, block_size);
+                cp_async_commit();
+            }
         } else {
             tile = reinterpret_cast<uint16_t(*)[MTC_ROW]>(stage);
         }
@@ -317,8 +325,10 @@ __device__ __forceinline__ void mla_tc_body(
     }
 }
 
-#define MLA_TC(NAME, T, MT)                                                                       \
-    extern "C" __global__ void __launch_bounds__(128 * MT) NAME##_##MT(                           \
+// MINB: blocks per SM to fit (the narrow fp8 variant's ~110 KB of shared memory fits two, so
+// its registers are held to 128 a thread: decode rows are latency-bound, not issue-bound).
+#define MLA_TC(NAME, T, MT, MINB)                                                                 \
+    extern "C" __global__ void __launch_bounds__(128 * MT, MINB) NAME##_##MT(                     \
         const float* __restrict__ q_lat, const float* __restrict__ q_rope,                        \
         const T* __restrict__ cache, float* __restrict__ out, float* __restrict__ part,           \
         const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,              \
@@ -328,10 +338,10 @@ __device__ __forceinline__ void mla_tc_body(
         mla_tc_body<MT, T>(q_lat, q_rope, cache, out, part, tok_seq, seq_info, block_tables,      \
                            n_heads, block_size, scale, row0, q_min, q_max);                       \
     }
-MLA_TC(mla_tc, bf16, 2)
-MLA_TC(mla_tc, bf16, 4)
-MLA_TC(mla_tc_fp8, fp8, 2)
-MLA_TC(mla_tc_fp8, fp8, 4)
+MLA_TC(mla_tc, bf16, 2, 1)
+MLA_TC(mla_tc, bf16, 4, 1)
+MLA_TC(mla_tc_fp8, fp8, 2, 2)
+MLA_TC(mla_tc_fp8, fp8, 4, 1)
 
 // Combines a row's splits (mla_tc's parts, n_parts per (row, head)) into the output, for the
 // sequences with fewer than q_max queries; rows whose sequence took one split were written by

@@ -250,14 +250,14 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
 
 // The grouped (prefill) path's combine: out[row, h] = sum_j weights[row, j] * y[slot[row, j], h]
 // (+ shared[row, h]), j ascending, where y holds the experts' outputs in expert-sorted order.
-// Grid: rows.
+// Grid (rows, column blocks).
 extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* __restrict__ slot,
                                        const float* __restrict__ weights,
                                        const float* __restrict__ shared, float* __restrict__ out,
                                        int hidden, int top_k) {
     pdl_begin();
     const size_t row = blockIdx.x;
-    for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
+    for (int h = blockIdx.y * blockDim.x + threadIdx.x; h < hidden; h += gridDim.y * blockDim.x) {
         float total = 0.f;
         for (int j = 0; j < top_k; j++) {
             const size_t pair = row * top_k + j;

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
 
 use crate::BackendError;
@@ -40,12 +40,31 @@ pub enum Mode {
     Replay(usize),
 }
 
-#[derive(Default)]
 pub struct DecodeGraphs {
     graphs: HashMap<usize, CudaGraph>,
     warmed: HashSet<usize>,
     epoch: u64,
     mode: Option<Mode>,
+    /// Graph launches so far, and the one (HEARTH_CUDA_PROFILE_REPLAY=N: the N-th) to run
+    /// between cuProfilerStart and cuProfilerStop, for `ncu --profile-from-start off` to see
+    /// one decode step's kernels.
+    replays: usize,
+    profile_replay: Option<usize>,
+}
+
+impl Default for DecodeGraphs {
+    fn default() -> Self {
+        DecodeGraphs {
+            graphs: HashMap::new(),
+            warmed: HashSet::new(),
+            epoch: 0,
+            mode: None,
+            replays: 0,
+            profile_replay: std::env::var("HEARTH_CUDA_PROFILE_REPLAY")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+        }
+    }
 }
 
 // SAFETY: CUDA graph objects are not internally synchronized, so they must not be used from two
@@ -86,7 +105,20 @@ impl DecodeGraphs {
     pub fn flush(&mut self, stream: &std::sync::Arc<CudaStream>) -> Result<(), BackendError> {
         match self.mode.take() {
             None | Some(Mode::Eager) => Ok(()),
-            Some(Mode::Replay(size)) => Ok(self.graphs[&size].launch()?),
+            Some(Mode::Replay(size)) => {
+                self.replays += 1;
+                let profiled = self.profile_replay == Some(self.replays);
+                if profiled {
+                    // SAFETY: no arguments; marks the start of the profiled range.
+                    unsafe { sys::cuProfilerStart() }.result()?;
+                }
+                self.graphs[&size].launch()?;
+                if profiled {
+                    // SAFETY: as above; ends the range.
+                    unsafe { sys::cuProfilerStop() }.result()?;
+                }
+                Ok(())
+            }
             Some(Mode::Capture(size)) => {
                 let graph = stream
                     .end_capture(CUgraphInstantiate_flags(0))?

@@ -70,6 +70,11 @@ pub struct Kernels {
     moe_down: CudaFunction,
     moe_combine: CudaFunction,
     moe_gemm: CudaFunction,
+    moe_sort: CudaFunction,
+    moe_gate_up_tc: CudaFunction,
+    moe_down_tc: CudaFunction,
+    /// Whether decode experts take moe_tc.cu (off with HEARTH_MOE_DECODE=gemv: moe_gemv).
+    moe_tc_on: bool,
     /// Whether prefill experts take moe_gemm (off with HEARTH_MOE_GEMM=cublas: cuBLASLt GEMMs).
     moe_gemm_on: bool,
     linear_heads: CudaFunction,
@@ -160,6 +165,11 @@ pub use moe_mla::{
 };
 
 impl Kernels {
+    /// The GPU's streaming multiprocessors.
+    pub fn sms(&self) -> usize {
+        self.sms
+    }
+
     pub fn load(module: &Arc<CudaModule>, stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let f = |name: &str| module.load_function(name).map_err(BackendError::from);
         let k = Kernels {
@@ -218,6 +228,10 @@ impl Kernels {
             moe_combine: f("moe_combine")?,
             moe_gemm: f("moe_gemm_bf16")?,
             moe_gemm_on: std::env::var("HEARTH_MOE_GEMM").as_deref() != Ok("cublas"),
+            moe_sort: f("moe_sort")?,
+            moe_gate_up_tc: f("moe_gate_up_tc")?,
+            moe_down_tc: f("moe_down_tc")?,
+            moe_tc_on: std::env::var("HEARTH_MOE_DECODE").as_deref() != Ok("gemv"),
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
@@ -262,6 +276,11 @@ impl Kernels {
                 k.mla_tc[c][w].set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     Self::mla_tc_smem(wide, fp8) as i32,
+                )?;
+                // All of an SM's memory as shared memory: two narrow fp8 blocks fit in it.
+                k.mla_tc[c][w].set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    100,
                 )?;
             }
         }

@@ -89,19 +89,28 @@ impl CudaBackend {
             .shared
             .map_or(0, |[g, _, _]| g.matrix().map_or(0, |m| m.1));
         let grouped = rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p);
+        // Decode batches past the GEMV rows (within which results are batch-invariant) run on
+        // tensor cores over each expert's pairs (moe_tc.cu).
+        let tc = !grouped && rows > GEMV_MAX_ROWS && self.kernels.moe_tc_fits(hidden, inter);
+        let pairs = rows * k;
         let floats = [
             rows * r.n_experts,
-            rows * k,
-            rows * k,
-            rows * k * inter,
+            pairs,
+            pairs,
+            pairs * inter,
             rows * shared_inter,
             rows * hidden,
+            pairs,
+            pairs,
+            4 * r.n_experts.min(pairs),
+            1,
+            if tc { pairs * hidden } else { 0 },
         ];
         let bytes = floats.iter().map(|f| (f * 4).div_ceil(256) * 256).sum();
         let base = self.fixed_buf(|st| &mut st.moe, bytes);
         let base = base.unwrap_or_else(|e| panic!("CUDA moe scratch: {e}"));
         let mut at = base;
-        let [logits_p, ids, weights, act, shared_act, shared_out] =
+        let [logits_p, ids, weights, act, shared_act, shared_out, slot, order, experts, n_active, y] =
             floats.map(|f| carve(&mut at, f * 4));
         let mut logits = Self::view(logits_p, floats[0]);
         self.linear(x, prefill, layer.router, None, &mut logits);
@@ -128,6 +137,11 @@ impl CudaBackend {
             act,
             shared,
             out: out.ptr,
+            slot,
+            order,
+            experts,
+            n_active,
+            y,
         };
         let shape = MoeShape {
             rows,
@@ -138,12 +152,16 @@ impl CudaBackend {
         let res = self.kernels.moe_route(&launch, &shape).and_then(|_| {
             if grouped {
                 self.moe_grouped(&launch, &shape, expert_strides(hidden, inter))
+            } else if tc {
+                self.kernels.moe_tc(&launch, &shape)
             } else {
                 self.kernels.moe_gemv(&launch, &shape)
             }
         });
         let op = if grouped {
             "moe (grouped GEMMs)"
+        } else if tc {
+            "moe (grouped tensor-core GEMVs)"
         } else {
             "moe (expert GEMVs)"
         };
@@ -369,7 +387,17 @@ impl CudaBackend {
         // Decode-sized launches split each row's keys (merged after); a split count that
         // depends only on the row count keeps captured graphs valid for any context.
         let per_split = rows * shape.n_heads * (shape.kv_lora_rank + 2) * 4;
-        let splits = (MLA_PARTS_BYTES / per_split.max(1)).clamp(1, MLA_MAX_SPLITS);
+        let tc = (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE;
+        // The tensor-core kernel's narrow blocks fit two an SM: no more splits than fill the
+        // GPU about once with them (fewer partials to merge; at 32 decode rows, 8 splits).
+        let fill = if tc {
+            2 * self.kernels.sms() / (rows * shape.n_heads.div_ceil(32)).max(1)
+        } else {
+            usize::MAX
+        };
+        let splits = (MLA_PARTS_BYTES / per_split.max(1))
+            .min(fill)
+            .clamp(1, MLA_MAX_SPLITS);
         let parts = if splits > 1 {
             self.fixed_buf(|st| &mut st.mla_parts, splits * per_split)
         } else {
@@ -383,7 +411,6 @@ impl CudaBackend {
         } else {
             MLA_GEMM_MIN_QUERIES
         };
-        let tc = (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE;
         let r = parts
             .and_then(|parts| {
                 if tc {

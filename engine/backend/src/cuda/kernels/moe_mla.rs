@@ -11,6 +11,10 @@ pub const MOE_MAX_TOPK: usize = 32;
 pub const MOE_MAX_GROUPS: usize = 64;
 /// Warps per block of the expert kernels (MOE_WARPS): one output feature each.
 const MOE_WARPS: usize = 8;
+/// moe_tc.cu's sort block (MT_SORT_THREADS, at least MOE_MAX_EXPERTS) and warps per block
+/// (MT_WARPS).
+const MOE_SORT_THREADS: u32 = 512;
+const MOE_TC_WARPS: u32 = 4;
 /// Largest latent rank mla.cu takes (MLA_MAX_RANK), and its warps per block.
 pub const MLA_MAX_RANK: usize = 512;
 const MLA_WARPS: u32 = 4;
@@ -45,6 +49,15 @@ pub struct MoeLaunch {
     /// The shared expert's output `[rows, hidden]`, or 0.
     pub shared: u64,
     pub out: u64,
+    /// The tensor-core decode path's (moe_tc.cu) pairs grouped by expert: each pair's slot and
+    /// each slot's pair (i32 `[rows * top_k]`), the active experts (`[min(E, pairs)]` of
+    /// (expert, first slot, pairs, 0) i32) and their count, and the experts' outputs by slot
+    /// (f32 `[rows * top_k, hidden]`); `act` holds bf16 by slot there.
+    pub slot: u64,
+    pub order: u64,
+    pub experts: u64,
+    pub n_active: u64,
+    pub y: u64,
 }
 
 /// A MoE layer's sizes and routing rule.
@@ -147,6 +160,71 @@ impl Kernels {
         )
     }
 
+    /// Whether the decode path's tensor-core kernels (moe_tc.cu) take experts of this shape (off
+    /// with HEARTH_MOE_DECODE=gemv: moe_gemv).
+    pub fn moe_tc_fits(&self, hidden: usize, inter: usize) -> bool {
+        self.moe_tc_on && hidden.is_multiple_of(8) && inter.is_multiple_of(8)
+    }
+
+    /// The decode path on tensor cores: the pairs grouped by expert on the device (moe_sort),
+    /// each active expert's gate/up and down run once over its pairs, then moe_combine. Needs
+    /// the MoeLaunch's sorted-path buffers.
+    pub fn moe_tc(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
+        let (rows, k) = (s.rows, s.routing.top_k);
+        if rows == 0 {
+            return Ok(());
+        }
+        let pairs = rows * k;
+        let active = s.routing.n_experts.min(pairs) as u32;
+        let (h, i, k_i) = (s.hidden as i32, s.inter as i32, k as i32);
+        let (pairs_i, n_e) = (pairs as i32, s.routing.n_experts as i32);
+        launch!(
+            @fn self,
+            &self.moe_sort,
+            cfg((1, 1), MOE_SORT_THREADS),
+            a.ids,
+            pairs_i,
+            n_e,
+            a.slot,
+            a.order,
+            a.experts,
+            a.n_active
+        )?;
+        let xb = i32::from(a.x_bf16);
+        let threads = MOE_TC_WARPS * 32;
+        launch!(
+            @fn self,
+            &self.moe_gate_up_tc,
+            cfg((s.inter.div_ceil(16) as u32, active), threads),
+            a.x,
+            xb,
+            a.order,
+            a.experts,
+            a.n_active,
+            a.gate_up,
+            a.act,
+            h,
+            i,
+            k_i
+        )?;
+        launch!(
+            @fn self,
+            &self.moe_down_tc,
+            cfg((s.hidden.div_ceil(32) as u32, active), threads),
+            a.act,
+            a.experts,
+            a.n_active,
+            a.down,
+            a.y,
+            h,
+            i
+        )?;
+        self.moe_combine(
+            (a.y, a.slot, a.weights, a.shared, a.out),
+            (rows, s.hidden, k),
+        )
+    }
+
     /// Whether moe_gemm takes an (n, k) expert matrix.
     pub fn moe_gemm_fits(&self, n: usize, k: usize) -> bool {
         self.moe_gemm_on && n.is_multiple_of(MOE_GEMM_COLS) && k.is_multiple_of(MOE_GEMM_K)
@@ -193,7 +271,7 @@ impl Kernels {
         launch!(
             self,
             moe_combine,
-            cfg((rows as u32, 1), row_threads(hidden)),
+            cfg((rows as u32, hidden.div_ceil(256) as u32), 256),
             y,
             slot,
             weights,
@@ -396,17 +474,18 @@ impl Kernels {
     }
 
     /// Dynamic shared memory of mla_tc (MtcSmem<MT, T>::BYTES): Q, two stages of latent rows
-    /// (plus one widened f16 tile for fp8), four partial score tiles, P, and three floats a row.
+    /// (fp8: one, plus one widened f16 tile), four partial score tiles, P, and three floats a
+    /// row.
     pub(super) fn mla_tc_smem(wide: bool, fp8: bool) -> usize {
         let m = 16 * MLA_TC_MT[usize::from(wide)];
         let (q, tile) = (m * MLA_TC_ROW * 2, MLA_TC_BK * MLA_TC_ROW * 2);
-        let stage = if fp8 {
+        let stages = if fp8 {
             MLA_TC_BK * (MLA_TC_ROW - 8)
         } else {
-            tile
+            2 * tile
         };
         let widened = if fp8 { tile } else { 0 };
-        q + 2 * stage + widened + 4 * m * MLA_TC_BK * 4 + m * MLA_TC_PROW * 2 + 3 * m * 4
+        q + stages + widened + 4 * m * MLA_TC_BK * 4 + m * MLA_TC_PROW * 2 + 3 * m * 4
     }
 
     /// Tensor-core MLA for the sequences whose query count is in `queries`, whose rows lie in
