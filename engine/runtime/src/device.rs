@@ -14,6 +14,11 @@ use crate::loader::LoadRequest;
 use crate::sampler::SamplingParams;
 use crate::RuntimeError;
 
+/// Tokens a step may hold by default with chunked prefill (`max_num_batched_tokens`). 4,096
+/// beat 2,048 and 8,192 on an H100: GLM-4.7-Flash at 32 concurrent 8k prompts 625 output tok/s
+/// (592 and 618), Qwen3-8B at 64 concurrent 1k prompts 4,229 (4,125 at 2,048).
+const DEFAULT_CHUNK_TOKENS: usize = 4096;
+
 /// A backend the runtime can plan for.
 pub trait DeviceBackend: Backend + Sized + 'static {
     /// "cpu (16 threads)", "cuda (NVIDIA H100 80GB HBM3)".
@@ -199,7 +204,7 @@ where
         let max_num_batched_tokens = req
             .max_num_batched_tokens
             .unwrap_or(if req.enable_chunked_prefill {
-                2048
+                DEFAULT_CHUNK_TOKENS
             } else {
                 max_model_len
             })
