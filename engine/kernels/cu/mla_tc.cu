@@ -56,24 +56,42 @@ __device__ __forceinline__ int mtc_splits(int ctx) {
     return min((int)gridDim.z, max(1, (ctx + MTC_SPLIT_MIN - 1) / MTC_SPLIT_MIN));
 }
 
-// Copies keys k0 .. k0 + MTC_BK - 1 of a sequence's latent rows into a stage; keys past `last`
-// repeat it (their scores are masked).
-// NT threads; unrolled, so that a thread's block-table reads are all in flight at once.
+// A tile's copies: keys k0 .. k0 + MTC_BK - 1 of a sequence's latent rows, 16 bytes a copy,
+// copy threadIdx.x + i NT for thread i. Keys past `last` repeat it (their scores are masked).
+// mtc_rows reads the block table for a tile's copies (cache rows into `rows`), mtc_issue starts
+// them; the loop reads a tile's table entries one tile ahead, so their latency is never on the
+// path of a tile's load.
 template <typename T, int NT>
-__device__ __forceinline__ void mtc_load(unsigned char* stage, const T* __restrict__ cache,
-                                         const uint32_t* table, int k0, int last, int block_size) {
-    constexpr int VEC = 16 / sizeof(T);                             // elements per copy
-    constexpr int CH = MTC_W / VEC;                                 // copies per row
-    constexpr int DST = sizeof(T) == 1 ? MTC_W : MTC_ROW * 2;       // stage bytes per row
-    constexpr int N = (MTC_BK * CH + NT - 1) / NT;                  // copies per thread
+struct MtcCopies {
+    static constexpr int VEC = 16 / sizeof(T);                        // elements per copy
+    static constexpr int CH = MTC_W / VEC;                            // copies per row
+    static constexpr int DST = sizeof(T) == 1 ? MTC_W : MTC_ROW * 2;  // stage bytes per row
+    static constexpr int N = (MTC_BK * CH + NT - 1) / NT;             // copies per thread
+};
+
+template <typename T, int NT>
+__device__ __forceinline__ void mtc_rows(uint32_t (&rows)[MtcCopies<T, NT>::N],
+                                         const uint32_t* table, int k0, int last,
+                                         int block_size) {
+    using C = MtcCopies<T, NT>;
 #pragma unroll
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < C::N; i++) {
         const int x = threadIdx.x + i * NT;
-        if (x >= MTC_BK * CH) break;
-        const int j = x / CH, c = x % CH;
-        const int key = min(k0 + j, last);
-        const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
-        cp_async16(stage + j * DST + c * 16, cache + slot * MTC_W + c * VEC);
+        const int key = min(k0 + min(x, MTC_BK * C::CH - 1) / C::CH, last);
+        rows[i] = table[key / block_size] * (uint32_t)block_size + key % block_size;
+    }
+}
+
+template <typename T, int NT>
+__device__ __forceinline__ void mtc_issue(unsigned char* stage, const T* __restrict__ cache,
+                                          const uint32_t (&rows)[MtcCopies<T, NT>::N]) {
+    using C = MtcCopies<T, NT>;
+#pragma unroll
+    for (int i = 0; i < C::N; i++) {
+        const int x = threadIdx.x + i * NT;
+        if (x >= MTC_BK * C::CH) break;
+        const int j = x / C::CH, c = x % C::CH;
+        cp_async16(stage + j * C::DST + c * 16, cache + (size_t)rows[i] * MTC_W + c * C::VEC);
     }
 }
 
@@ -117,15 +135,20 @@ __device__ __forceinline__ void mla_tc_body(
     // Row r of the tile: token t + r / hg, head h0 + r % hg (when both exist).
     auto row_ok = [&](int r) { return r < qt * hg && r / hg < nq && h0 + r % hg < n_heads; };
 
+    constexpr int NT = 128 * MT;
+    uint32_t next_rows[MtcCopies<T, NT>::N];  // the cache rows of the next tile to load
     if (n_tiles > 0) {
-        mtc_load<T, 128 * MT>(dsm + L::STAGES_AT, cache, table, k_begin, k_end - 1, block_size);
+        mtc_rows<T, NT>(next_rows, table, k_begin, k_end - 1, block_size);
+        mtc_issue<T, NT>(dsm + L::STAGES_AT, cache, next_rows);
         cp_async_commit();
+        if (n_tiles > 1)
+            mtc_rows<T, NT>(next_rows, table, k_begin + MTC_BK, k_end - 1, block_size);
     }
     // Q, scaled by scale * log2(e) so the softmax uses exp2; zero rows pad the tile.
     // Loads in batches of QB per thread, all in flight before their stores (one round trip
     // per batch, not per pair: this prologue dominated short decode contexts).
     {
-        constexpr int NT = 128 * MT, PAIRS = M * (MTC_W / 2), QB = 12;
+        constexpr int PAIRS = M * (MTC_W / 2), QB = 12;
         const float qsc = scale * 1.4426950408889634f;
         for (int x0 = threadIdx.x; x0 < PAIRS; x0 += QB * NT) {
             float2 v[QB];
@@ -166,9 +189,10 @@ __device__ __forceinline__ void mla_tc_body(
         const int k0 = k_begin + it * MTC_BK;
         unsigned char* stage = dsm + L::STAGES_AT + (L::FP8 ? 0 : (it & 1) * L::STAGE);
         if (!L::FP8 && it + 1 < n_tiles) {
-            mtc_load<T, 128 * MT>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, table,
-                        k0 + MTC_BK, k_end - 1, block_size);
+            mtc_issue<T, NT>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, next_rows);
             cp_async_commit();
+            if (it + 2 < n_tiles)
+                mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, block_size);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -185,8 +209,10 @@ __device__ __forceinline__ void mla_tc_body(
             __syncthreads();
             // The stage is free again: the next tile loads while this one is used.
             if (it + 1 < n_tiles) {
-                mtc_load<T, 128 * MT>(stage, cache, table, k0 + MTC_BK, k_end - 1, block_size);
+                mtc_issue<T, NT>(stage, cache, next_rows);
                 cp_async_commit();
+                if (it + 2 < n_tiles)
+                    mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, block_size);
             }
         } else {
             tile = reinterpret_cast<uint16_t(*)[MTC_ROW]>(stage);
