@@ -69,16 +69,30 @@ struct MtcCopies {
     static constexpr int N = (MTC_BK * CH + NT - 1) / NT;             // copies per thread
 };
 
+// Cache blocks of a power-of-two size (the usual 16) take shifts and masks instead of integer
+// divisions: a tile's table reads are a good part of its instructions.
+struct MtcBlocks {
+    int size, shift;  // shift < 0: size is not a power of two
+    __device__ __forceinline__ explicit MtcBlocks(int block_size)
+        : size(block_size), shift((block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1) {}
+    __device__ __forceinline__ int block(int key) const {
+        return shift >= 0 ? key >> shift : key / size;
+    }
+    __device__ __forceinline__ int offset(int key) const {
+        return shift >= 0 ? key & (size - 1) : key % size;
+    }
+};
+
 template <typename T, int NT>
 __device__ __forceinline__ void mtc_rows(uint32_t (&rows)[MtcCopies<T, NT>::N],
                                          const uint32_t* table, int k0, int last,
-                                         int block_size) {
+                                         MtcBlocks blocks) {
     using C = MtcCopies<T, NT>;
 #pragma unroll
     for (int i = 0; i < C::N; i++) {
         const int x = threadIdx.x + i * NT;
         const int key = min(k0 + min(x, MTC_BK * C::CH - 1) / C::CH, last);
-        rows[i] = table[key / block_size] * (uint32_t)block_size + key % block_size;
+        rows[i] = table[blocks.block(key)] * (uint32_t)blocks.size + blocks.offset(key);
     }
 }
 
@@ -136,13 +150,14 @@ __device__ __forceinline__ void mla_tc_body(
     auto row_ok = [&](int r) { return r < qt * hg && r / hg < nq && h0 + r % hg < n_heads; };
 
     constexpr int NT = 128 * MT;
+    const MtcBlocks blocks(block_size);
     uint32_t next_rows[MtcCopies<T, NT>::N];  // the cache rows of the next tile to load
     if (n_tiles > 0) {
-        mtc_rows<T, NT>(next_rows, table, k_begin, k_end - 1, block_size);
+        mtc_rows<T, NT>(next_rows, table, k_begin, k_end - 1, blocks);
         mtc_issue<T, NT>(dsm + L::STAGES_AT, cache, next_rows);
         cp_async_commit();
         if (n_tiles > 1)
-            mtc_rows<T, NT>(next_rows, table, k_begin + MTC_BK, k_end - 1, block_size);
+            mtc_rows<T, NT>(next_rows, table, k_begin + MTC_BK, k_end - 1, blocks);
     }
     // Q, scaled by scale * log2(e) so the softmax uses exp2; zero rows pad the tile.
     // Loads in batches of QB per thread, all in flight before their stores (one round trip
@@ -192,7 +207,7 @@ __device__ __forceinline__ void mla_tc_body(
             mtc_issue<T, NT>(dsm + L::STAGES_AT + ((it + 1) & 1) * L::STAGE, cache, next_rows);
             cp_async_commit();
             if (it + 2 < n_tiles)
-                mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, block_size);
+                mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, blocks);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -212,7 +227,7 @@ __device__ __forceinline__ void mla_tc_body(
                 mtc_issue<T, NT>(stage, cache, next_rows);
                 cp_async_commit();
                 if (it + 2 < n_tiles)
-                    mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, block_size);
+                    mtc_rows<T, NT>(next_rows, table, k0 + 2 * MTC_BK, k_end - 1, blocks);
             }
         } else {
             tile = reinterpret_cast<uint16_t(*)[MTC_ROW]>(stage);
