@@ -388,8 +388,8 @@ impl CudaBackend {
         // depends only on the row count keeps captured graphs valid for any context.
         let per_split = rows * shape.n_heads * (shape.kv_lora_rank + 2) * 4;
         let tc = (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE;
-        // The tensor-core kernel's narrow blocks fit two an SM: no more splits than fill the
-        // GPU about once with them (fewer partials to merge; at 32 decode rows, 8 splits).
+        // No more splits of the tensor-core kernel than fill the GPU about once with narrow
+        // fp8 blocks, two an SM (fewer partials to merge; at 32 decode rows, 8 splits).
         let fill = if tc {
             2 * self.kernels.sms() / (rows * shape.n_heads.div_ceil(32)).max(1)
         } else {
