@@ -193,7 +193,8 @@ fn linear_heads_matches_cpu() {
 /// row; and a padding row (no context, no slot) that must come out as zeros. Rank 512 with rope
 /// 64 takes the tensor-core kernel below 64 queries (narrow tiles below 8 queries, wide ones
 /// from 8; long contexts split; 40 heads make two head groups), other shapes the per-row kernel;
-/// chunks of 64 queries or more take the GEMM path.
+/// chunks of 64 queries or more take the GEMM path (600 queries: two query tiles, the first
+/// cut short of the later keys).
 #[test]
 fn mla_attention_matches_cpu_on_a_mixed_batch() {
     let Some(gpu) = gpu() else { return };
@@ -205,6 +206,7 @@ fn mla_attention_matches_cpu_on_a_mixed_batch() {
         (512, 64, 20, KvDtype::Bf16, 100, (9, 6)),
         (512, 64, 20, KvDtype::Fp8E4m3, 100, (9, 6)),
         (32, 16, 4, KvDtype::Bf16, 100, (9, 6)),
+        (512, 64, 20, KvDtype::Fp8E4m3, 600, (300, 6)),
         (512, 64, 16, KvDtype::Bf16, 5, (700, 1000)),
         (512, 64, 20, KvDtype::Fp8E4m3, 40, (700, 1000)),
         (512, 64, 40, KvDtype::Bf16, 3, (40, 300)),

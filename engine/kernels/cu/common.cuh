@@ -1,5 +1,6 @@
 // Shared helpers for Hearth's kernels: types and warp/block reductions.
 #pragma once
+#include <math.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
@@ -34,6 +35,17 @@ __device__ __forceinline__ float block_sum(float v) {
     const int nwarps = blockDim.x >> 5;
     float t = lane < nwarps ? partial[lane] : 0.f;
     return warp_sum(t);
+}
+
+// Max over the whole block, as block_sum.
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();  // partial may still be read by a previous call
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    return warp_max(lane < (int)(blockDim.x >> 5) ? partial[lane] : -INFINITY);
 }
 
 // Unpacks 8 bf16 values held in a 16-byte vector.

@@ -258,25 +258,74 @@ extern "C" __global__ void mla_q_pack(const float* __restrict__ q_lat,
 }
 
 // Causal softmax of the scores S [m, ctx_pad] (row r: query t0 + r / n_heads of a chunk whose
-// first query sits at position `first`) into P (bf16, zero past the visible keys). Grid m.
-extern "C" __global__ void mla_softmax(const float* __restrict__ S, bf16* __restrict__ P,
-                                       int n_heads, int ctx_pad, int first, int t0, float scale) {
+// first query sits at position `first`) into P (bf16, zero past the visible keys). ctx_pad is
+// the rows' length (a multiple of 4): at least every key the rows see. Grid m, MS_THREADS
+// threads. A row's first MS_THREADS * MS_VEC * 4 scores are read once and kept in registers
+// (every row of an 8k context); scores past them are read again for the sum and for P.
+#define MS_THREADS 256
+#define MS_VEC 8
+
+// Scores 4c .. 4c + 3 of a row, scaled to log2 units; keys from `visible` on are -inf.
+__device__ __forceinline__ float4 ms_load(const float4* s, int c, int visible, float sc) {
+    float4 v = s[c];
+    const int k = 4 * c;
+    v.x = k < visible ? v.x * sc : -INFINITY;
+    v.y = k + 1 < visible ? v.y * sc : -INFINITY;
+    v.z = k + 2 < visible ? v.z * sc : -INFINITY;
+    v.w = k + 3 < visible ? v.w * sc : -INFINITY;
+    return v;
+}
+
+__device__ __forceinline__ float4 ms_exp(float4 v, float m) {
+    return make_float4(exp2f(v.x - m), exp2f(v.y - m), exp2f(v.z - m), exp2f(v.w - m));
+}
+
+__device__ __forceinline__ uint2 ms_pack(float4 v, float inv) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x * inv, v.y * inv);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v.z * inv, v.w * inv);
+    return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+}
+
+extern "C" __global__ void __launch_bounds__(MS_THREADS)
+    mla_softmax(const float* __restrict__ S, bf16* __restrict__ P, int n_heads, int ctx_pad,
+                int first, int t0, float scale) {
     pdl_begin();
     const size_t r = blockIdx.x;
     const int visible = first + t0 + (int)(r / n_heads) + 1;
-    const float* s = S + r * ctx_pad;
-    bf16* p = P + r * ctx_pad;
+    const float4* s = reinterpret_cast<const float4*>(S + r * ctx_pad);
+    uint2* p = reinterpret_cast<uint2*>(P + r * ctx_pad);
+    const int n4 = ctx_pad / 4, vis4 = min(n4, (visible + 3) / 4);
+    const float sc = scale * 1.4426950408889634f;
+    const float4 none = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    float4 v[MS_VEC];
     float m = -INFINITY;
-    for (int i = threadIdx.x; i < visible; i += blockDim.x) m = fmaxf(m, s[i] * scale);
-    __shared__ float red[32];
-    m = warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = -INFINITY;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, red[w]);
+#pragma unroll
+    for (int i = 0; i < MS_VEC; i++) {
+        const int c = threadIdx.x + i * MS_THREADS;
+        v[i] = c < vis4 ? ms_load(s, c, visible, sc) : none;
+        m = fmaxf(m, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+    }
+    for (int c = threadIdx.x + MS_VEC * MS_THREADS; c < vis4; c += MS_THREADS) {
+        const float4 u = ms_load(s, c, visible, sc);
+        m = fmaxf(m, fmaxf(fmaxf(u.x, u.y), fmaxf(u.z, u.w)));
+    }
+    m = block_max(m);
     float sum = 0.f;
-    for (int i = threadIdx.x; i < visible; i += blockDim.x) sum += expf(s[i] * scale - m);
+#pragma unroll
+    for (int i = 0; i < MS_VEC; i++) {
+        v[i] = ms_exp(v[i], m);
+        sum += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    }
+    for (int c = threadIdx.x + MS_VEC * MS_THREADS; c < vis4; c += MS_THREADS) {
+        const float4 u = ms_exp(ms_load(s, c, visible, sc), m);
+        sum += (u.x + u.y) + (u.z + u.w);
+    }
     const float inv = 1.f / block_sum(sum);
-    for (int i = threadIdx.x; i < ctx_pad; i += blockDim.x)
-        p[i] = __float2bfloat16(i < visible ? expf(s[i] * scale - m) * inv : 0.f);
+#pragma unroll
+    for (int i = 0; i < MS_VEC; i++) {
+        const int c = threadIdx.x + i * MS_THREADS;
+        if (c < n4) p[c] = ms_pack(v[i], inv);
+    }
+    for (int c = threadIdx.x + MS_VEC * MS_THREADS; c < n4; c += MS_THREADS)
+        p[c] = ms_pack(c < vis4 ? ms_exp(ms_load(s, c, visible, sc), m) : make_float4(0.f, 0.f, 0.f, 0.f), inv);
 }

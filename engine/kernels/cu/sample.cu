@@ -44,17 +44,6 @@ extern "C" __global__ void argmax_rows(const float* __restrict__ logits, uint32_
 // Grid: rows, 1024 threads.
 #define SAMPLE_THREADS 1024
 
-__device__ __forceinline__ float block_max(float v) {
-    __shared__ float partial[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    float t = lane < (int)(blockDim.x >> 5) ? partial[lane] : -INFINITY;
-    return warp_max(t);
-}
-
 struct SampleRowView {
     const float* row;
     int vocab;

@@ -51,13 +51,14 @@ pub enum Out {
     AddF32,
 }
 
-/// A plan's key: the matmul's sizes, the row strides of x and y, for a batch of matmuls their
-/// count and the offsets from one to the next of w, x and y (in elements), and y's mode.
+/// A plan's key: the matmul's sizes, the row strides of w, x and y, for a batch of matmuls
+/// their count and the offsets from one to the next of w, x and y (in elements), and y's mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Shape {
     m: usize,
     n: usize,
     k: usize,
+    ldw: usize,
     ldx: usize,
     ldy: usize,
     batch: usize,
@@ -98,6 +99,7 @@ impl Gemm {
             m,
             n,
             k,
+            ldw,
             ldx,
             ldy,
             batch,
@@ -124,7 +126,7 @@ impl Gemm {
             result::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64)
                 .map_err(|e| err("matrix layout", e))
         };
-        let a = layout(CUDA_R_16BF, k, n, k)?;
+        let a = layout(CUDA_R_16BF, k, n, ldw)?;
         let b = layout(CUDA_R_16BF, k, m, ldx)?;
         let d = layout(
             if out == Out::Bf16 {
@@ -313,12 +315,27 @@ impl Gemm {
         (m, n, k): (usize, usize, usize),
         out: Out,
     ) -> Result<(), BackendError> {
+        self.run_strided(w, x, y, (m, n, k), [k, k, n], out)
+    }
+
+    /// `run_as` with the rows of w, x and y `ld` values apart (e.g. the first k columns of a
+    /// wider w).
+    pub fn run_strided(
+        &mut self,
+        w: u64,
+        x: u64,
+        y: u64,
+        (m, n, k): (usize, usize, usize),
+        [ldw, ldx, ldy]: [usize; 3],
+        out: Out,
+    ) -> Result<(), BackendError> {
         let shape = Shape {
             m,
             n,
             k,
-            ldx: k,
-            ldy: n,
+            ldw,
+            ldx,
+            ldy,
             batch: 1,
             offsets: [0; 3],
             out,
@@ -342,6 +359,7 @@ impl Gemm {
             m,
             n,
             k,
+            ldw: k,
             ldx,
             ldy,
             batch,
@@ -365,8 +383,8 @@ impl Gemm {
         let (alpha, beta) = (1f32, if out == Out::AddF32 { 1f32 } else { 0f32 });
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
-        // SAFETY: w holds n*k bf16, x m rows of k bf16 ldx apart and y m rows of n values (f32,
-        // or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch at its offsets
+        // SAFETY: w holds n rows of k bf16 ldw apart, x m rows of k bf16 ldx apart and y m rows
+        // of n values (f32, or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch at its offsets
         // (run_batched's contract); the plan's layouts describe exactly those shapes; the
         // workspace is WORKSPACE_BYTES long and only used on this stream.
         unsafe {

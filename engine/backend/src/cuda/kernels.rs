@@ -284,6 +284,10 @@ impl Kernels {
                 )?;
             }
         }
+        k.moe_gemm.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            moe_mla::MOE_GEMM_SMEM as i32,
+        )?;
         Ok(k)
     }
 

@@ -1,6 +1,7 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
 //! moe.cu, moe_gemm.cu, mla.cu and mla_tc.cu (launchers in kernels/moe_mla.rs).
 
+use super::gemm::Out;
 use super::kernels::{
     MlaLaunch, MoeLaunch, MoeShape, GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS,
     MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
@@ -36,6 +37,11 @@ const MLA_MAX_SPLITS: usize = 16;
 const MLA_PARTS_BYTES: usize = 64 << 20;
 /// The GEMM path's score tile, in bytes.
 const MLA_SCORES_BYTES: usize = 256 << 20;
+/// The GEMM path's query tiles hold at most this many queries (finer tiles skip more of the
+/// keys that only later queries see, but 64-256 measured slower than 512 at an 8k prompt), and
+/// their key counts are rounded up to a multiple of MLA_GEMM_KEYS (few distinct plans).
+const MLA_GEMM_TILE_QUERIES: usize = 512;
+const MLA_GEMM_KEYS: usize = 128;
 
 /// Start of the next 256-byte aligned piece of a carved buffer.
 fn carve(at: &mut u64, bytes: usize) -> u64 {
@@ -469,7 +475,9 @@ impl CudaBackend {
     }
 
     /// One long prefill chunk's MLA as cuBLASLt GEMMs: S = Q K^T over its gathered latent rows,
-    /// a causal softmax, O = P V, in query tiles that keep S within MLA_SCORES_BYTES.
+    /// a causal softmax, O = P V, in query tiles that keep S within MLA_SCORES_BYTES. A tile's
+    /// GEMMs stop at the last key its last query sees (rounded up to MLA_GEMM_KEYS): a chunk
+    /// after a long context still reads all of it, but not the keys of later queries.
     fn mla_gemm_seq(
         &self,
         a: &MlaLaunch,
@@ -481,7 +489,8 @@ impl CudaBackend {
         let (nh, rank, rope) = (shape.n_heads, shape.kv_lora_rank, shape.rope_dim);
         let width = rank + rope;
         let ctx_pad = ctx.next_multiple_of(8);
-        let tile = (MLA_SCORES_BYTES / (nh * ctx_pad * 4)).clamp(1, query_len);
+        let tile =
+            (MLA_SCORES_BYTES / (nh * ctx_pad * 4)).clamp(1, query_len.min(MLA_GEMM_TILE_QUERIES));
         let m_max = tile * nh;
         let bytes = [
             ctx_pad * width * 2,
@@ -499,16 +508,26 @@ impl CudaBackend {
         for t0 in (0..query_len).step_by(tile) {
             let rows = tile.min(query_len - t0);
             let m = rows * nh;
+            let keys = (first + t0 + rows)
+                .next_multiple_of(MLA_GEMM_KEYS)
+                .min(ctx_pad);
             self.kernels
                 .mla_q_pack(a, (query_start + t0, rows, nh), (rank, rope), q)?;
             if !self.kernels.skipping() {
-                self.state().gemm.run(k, q, s, (m, ctx_pad, width))?;
+                self.state().gemm.run(k, q, s, (m, keys, width))?;
             }
             self.kernels
-                .mla_softmax((s, p), m, nh, ctx_pad, (first, t0), shape.scale)?;
+                .mla_softmax((s, p), m, nh, keys, (first, t0), shape.scale)?;
             let out = a.out + ((query_start + t0) * nh * rank * 4) as u64;
             if !self.kernels.skipping() {
-                self.state().gemm.run(vt, p, out, (m, rank, ctx_pad))?;
+                self.state().gemm.run_strided(
+                    vt,
+                    p,
+                    out,
+                    (m, rank, keys),
+                    [ctx_pad, keys, rank],
+                    Out::F32,
+                )?;
             }
         }
         Ok(())

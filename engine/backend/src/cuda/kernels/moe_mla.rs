@@ -30,8 +30,11 @@ const MLA_TC_MT: [usize; 2] = [2, 4];
 /// moe_gemm.cu's tile (MG_BM, MG_BN) and K step (MG_BK): each expert's gathered rows are padded
 /// to a multiple of MOE_GEMM_ROWS, and it takes N % MOE_GEMM_COLS == 0, K % MOE_GEMM_K == 0.
 pub const MOE_GEMM_ROWS: usize = 128;
-const MOE_GEMM_COLS: usize = 128;
+const MOE_GEMM_COLS: usize = 256;
 const MOE_GEMM_K: usize = 32;
+/// moe_gemm.cu's dynamic shared memory (MG_SMEM): three stages of MG_BM + MG_BN rows of 40
+/// bf16 values.
+pub(super) const MOE_GEMM_SMEM: usize = 3 * (MOE_GEMM_ROWS + MOE_GEMM_COLS) * 40 * 2;
 
 /// Where a MoE layer's tensors are on the device.
 pub struct MoeLaunch {
@@ -250,7 +253,11 @@ impl Kernels {
         launch!(
             self,
             moe_gemm,
-            cfg(grid, 256),
+            LaunchConfig {
+                grid_dim: (grid.0, grid.1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: MOE_GEMM_SMEM as u32,
+            },
             w,
             stride,
             x,
