@@ -70,6 +70,7 @@ pub struct Kernels {
     moe_down: CudaFunction,
     moe_combine: CudaFunction,
     moe_gemm: CudaFunction,
+    moe_gemm_silu: CudaFunction,
     moe_sort: CudaFunction,
     moe_gate_up_tc: CudaFunction,
     moe_down_tc: CudaFunction,
@@ -227,6 +228,7 @@ impl Kernels {
             moe_down: f("moe_down")?,
             moe_combine: f("moe_combine")?,
             moe_gemm: f("moe_gemm_bf16")?,
+            moe_gemm_silu: f("moe_gemm_silu_bf16")?,
             moe_gemm_on: std::env::var("HEARTH_MOE_GEMM").as_deref() != Ok("cublas"),
             moe_sort: f("moe_sort")?,
             moe_gate_up_tc: f("moe_gate_up_tc")?,
@@ -284,10 +286,12 @@ impl Kernels {
                 )?;
             }
         }
-        k.moe_gemm.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            moe_mla::MOE_GEMM_SMEM as i32,
-        )?;
+        for f in [&k.moe_gemm, &k.moe_gemm_silu] {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                moe_mla::MOE_GEMM_SMEM as i32,
+            )?;
+        }
         Ok(k)
     }
 

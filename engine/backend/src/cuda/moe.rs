@@ -177,7 +177,7 @@ impl CudaBackend {
     /// The prefill path: routes come back to the host, the rows are gathered in expert order
     /// (bf16), the experts' GEMMs run over their rows (gate/up fused, then down), and a combine
     /// kernel sums each row's weighted outputs. The GEMMs are one launch each of moe_gemm.cu
-    /// over every expert's rows (each expert's run padded to a tile) unless that padding is both
+    /// (gate/up with the activation in its epilogue) over every expert's rows (each expert's run padded to a tile) unless that padding is both
     /// past MOE_GEMM_MIN_SLOTS and twice the rows; otherwise, or for matrix shapes it does not
     /// take, cuBLASLt: one batched call over all experts padded to the longest run when that at
     /// most doubles the rows, otherwise one call per expert. Eager steps only (it synchronizes),
@@ -243,7 +243,8 @@ impl CudaBackend {
             slots,
             2 * tiles.len(),
             slots * hidden / 2 + 1,
-            slots * 2 * inter,
+            // moe_gemm fuses the activation into the gate/up GEMM: no f32 gate/up rows.
+            if ours { 0 } else { slots * 2 * inter },
             slots * inter / 2 + 1,
             slots * hidden,
         ];
@@ -263,7 +264,7 @@ impl CudaBackend {
         let gemms = |w: u64, stride: u64, x: u64, x_row: usize, y: u64, y_row: usize, k| {
             if ours {
                 let ptrs = (w, stride as usize / 2, x, y, tiles_p);
-                return self.kernels.moe_gemm(ptrs, (tiles.len(), y_row, k));
+                return self.kernels.moe_gemm(ptrs, (tiles.len(), y_row, k), false);
             }
             let mut st = self.state();
             if batched {
@@ -286,9 +287,15 @@ impl CudaBackend {
                 )
             })
         };
-        gemms(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
-        self.kernels
-            .silu_mul_pair((gu, act), (slots, inter), (false, true))?;
+        if ours {
+            let ptrs = (a.gate_up, gu_stride as usize / 2, xs, act, tiles_p);
+            self.kernels
+                .moe_gemm(ptrs, (tiles.len(), inter, hidden), true)?;
+        } else {
+            gemms(a.gate_up, gu_stride, xs, hidden, gu, 2 * inter, hidden)?;
+            self.kernels
+                .silu_mul_pair((gu, act), (slots, inter), (false, true))?;
+        }
         gemms(a.down, down_stride, act, inter, y, hidden, inter)?;
         self.kernels
             .moe_combine((y, slot_p, a.weights, a.shared, a.out), (rows, hidden, k))

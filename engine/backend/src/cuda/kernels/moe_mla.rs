@@ -235,26 +235,33 @@ impl Kernels {
 
     /// y[slots, n] (f32) = x[slots, k] (bf16) . W_e^T for each tile of MOE_GEMM_ROWS slots:
     /// `tiles[i]` = (expert e, first slot) of tile i, W_e = w + e * w_stride bf16 [n, k] (see
-    /// moe_gemm.cu).
+    /// moe_gemm.cu). With `silu`, W_e is a gate/up matrix [2 n, k] and y the activation
+    /// silu(gate) * up in bf16 [slots, n].
     pub fn moe_gemm(
         &self,
         (w, w_stride, x, y, tiles): (u64, usize, u64, u64, u64),
         (n_tiles, n, k): (usize, usize, usize),
+        silu: bool,
     ) -> Result<(), BackendError> {
+        let cols = if silu { 2 * n } else { n };
         assert!(
-            self.moe_gemm_fits(n, k),
-            "moe_gemm: {n} x {k} expert matrices"
+            self.moe_gemm_fits(cols, k),
+            "moe_gemm: {cols} x {k} expert matrices"
         );
         if n_tiles == 0 {
             return Ok(());
         }
         let (stride, n_i, k_i) = (w_stride as i64, n as i32, k as i32);
-        let grid = ((n / MOE_GEMM_COLS) as u32, n_tiles as u32);
+        let func = if silu {
+            &self.moe_gemm_silu
+        } else {
+            &self.moe_gemm
+        };
         launch!(
-            self,
-            moe_gemm,
+            @fn self,
+            func,
             LaunchConfig {
-                grid_dim: (grid.0, grid.1, 1),
+                grid_dim: ((cols / MOE_GEMM_COLS) as u32, n_tiles as u32, 1),
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: MOE_GEMM_SMEM as u32,
             },
