@@ -19,8 +19,8 @@
 
 #define MG_BM 128
 #define MG_BN 256
-#define MG_BK 32
-#define MG_LDS 40
+#define MG_BK 64
+#define MG_LDS 72
 #define MG_STAGES 3
 #define MG_STAGE_ELEMS ((MG_BM + MG_BN) * MG_LDS)
 #define MG_SMEM (MG_STAGES * MG_STAGE_ELEMS * 2)
@@ -31,9 +31,10 @@ template <int ROWS>
 __device__ __forceinline__ void mg_load(bf16 (*s)[MG_LDS], const bf16* __restrict__ lo,
                                         const bf16* __restrict__ hi, int K, int k0) {
 #pragma unroll
-    for (int i = 0; i < ROWS * 4 / 256; i++) {
+    constexpr int CH = MG_BK / 8;  // 16-byte copies per row
+    for (int i = 0; i < ROWS * CH / 256; i++) {
         const int c = threadIdx.x + i * 256;
-        const int row = c >> 2, col = (c & 3) * 8;
+        const int row = c / CH, col = (c % CH) * 8;
         const bf16* g = row < 128 ? lo + (size_t)row * K : hi + (size_t)(row - 128) * K;
         cp_async16(&s[row][col], g + k0 + col);
     }
