@@ -21,7 +21,7 @@
 #define MG_BN 256
 #define MG_BK 64
 #define MG_LDS 72
-#define MG_STAGES 3
+#define MG_STAGES 4
 #define MG_STAGE_ELEMS ((MG_BM + MG_BN) * MG_LDS)
 #define MG_SMEM (MG_STAGES * MG_STAGE_ELEMS * 2)
 

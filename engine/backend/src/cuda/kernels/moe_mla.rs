@@ -32,9 +32,9 @@ const MLA_TC_MT: [usize; 2] = [2, 4];
 pub const MOE_GEMM_ROWS: usize = 128;
 const MOE_GEMM_COLS: usize = 256;
 const MOE_GEMM_K: usize = 64;
-/// moe_gemm.cu's dynamic shared memory (MG_SMEM): three stages of MG_BM + MG_BN rows of
+/// moe_gemm.cu's dynamic shared memory (MG_SMEM): four stages of MG_BM + MG_BN rows of
 /// MG_LDS = MG_BK + 8 bf16 values.
-pub(super) const MOE_GEMM_SMEM: usize = 3 * (MOE_GEMM_ROWS + MOE_GEMM_COLS) * (MOE_GEMM_K + 8) * 2;
+pub(super) const MOE_GEMM_SMEM: usize = 4 * (MOE_GEMM_ROWS + MOE_GEMM_COLS) * (MOE_GEMM_K + 8) * 2;
 
 /// Where a MoE layer's tensors are on the device.
 pub struct MoeLaunch {
