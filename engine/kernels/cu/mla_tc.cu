@@ -384,9 +384,11 @@ MLA_TC(mla_tc, bf16, 4, 1)
 MLA_TC(mla_tc_fp8, fp8, 2, 2)
 MLA_TC(mla_tc_fp8, fp8, 4, 1)
 
-// Combines a row's splits (mla_tc's parts, n_parts per (row, head)) into the output, for the
-// sequences with fewer than q_max queries; rows whose sequence took one split were written by
-// mla_tc itself. Grid (n_heads, rows), 128 threads.
+// Combines a row's splits (mla_tc's parts, n_parts per (row, head), at most 32) into the
+// output, for the sequences with fewer than q_max queries; rows whose sequence took one split
+// were written by mla_tc itself. The first warp turns the splits' (max, sum) into one weight
+// each, then every thread sums its value dims over the splits. Grid (n_heads, rows), 128
+// threads.
 extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* __restrict__ out,
                                         const uint32_t* __restrict__ tok_seq,
                                         const uint32_t* __restrict__ seq_info, int n_heads,
@@ -400,21 +402,24 @@ extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* _
     if (n_split <= 1) return;
     const size_t th = (size_t)row * n_heads + h;
     const float* pp = part + th * n_parts * (MTC_RANK + 2);
-    float m_all = -INFINITY;
-    for (int z = 0; z < n_split; z++)
-        if (pp[z * (MTC_RANK + 2) + 1] > 0.f) m_all = fmaxf(m_all, pp[z * (MTC_RANK + 2)]);
-    float l_all = 0.f;
-    for (int z = 0; z < n_split; z++) {
-        const float* q = pp + z * (MTC_RANK + 2);
-        if (q[1] > 0.f) l_all += q[1] * exp2f(q[0] - m_all);
+    __shared__ float w_s[32];
+    __shared__ float inv_s;
+    if (threadIdx.x < 32) {
+        const int z = threadIdx.x;
+        const float m = z < n_split ? pp[z * (MTC_RANK + 2)] : -INFINITY;
+        const float l = z < n_split ? pp[z * (MTC_RANK + 2) + 1] : 0.f;
+        const float m_all = warp_max(l > 0.f ? m : -INFINITY);
+        const float w = l > 0.f ? exp2f(m - m_all) : 0.f;
+        const float l_all = warp_sum(l * w);
+        w_s[z] = w;
+        if (z == 0) inv_s = l_all > 0.f ? 1.f / l_all : 0.f;
     }
+    __syncthreads();
     float* o = out + th * MTC_RANK;
     for (int d = threadIdx.x; d < MTC_RANK; d += blockDim.x) {
         float v = 0.f;
-        for (int z = 0; z < n_split; z++) {
-            const float* q = pp + z * (MTC_RANK + 2);
-            if (q[1] > 0.f) v += q[2 + d] * exp2f(q[0] - m_all);
-        }
-        o[d] = l_all > 0.f ? v / l_all : 0.f;
+#pragma unroll 4
+        for (int z = 0; z < n_split; z++) v += w_s[z] * pp[z * (MTC_RANK + 2) + 2 + d];
+        o[d] = v * inv_s;
     }
 }
