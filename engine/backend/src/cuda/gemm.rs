@@ -384,9 +384,9 @@ impl Gemm {
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
         // SAFETY: w holds n rows of k bf16 ldw apart, x m rows of k bf16 ldx apart and y m rows
-        // of n values (f32, or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch at its offsets
-        // (run_batched's contract); the plan's layouts describe exactly those shapes; the
-        // workspace is WORKSPACE_BYTES long and only used on this stream.
+        // of n values (f32, or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch
+        // at its offsets (run_batched's contract); the plan's layouts describe exactly those
+        // shapes; the workspace is WORKSPACE_BYTES long and only used on this stream.
         unsafe {
             result::matmul(
                 self.handle,

@@ -177,11 +177,11 @@ impl CudaBackend {
     /// The prefill path: routes come back to the host, the rows are gathered in expert order
     /// (bf16), the experts' GEMMs run over their rows (gate/up fused, then down), and a combine
     /// kernel sums each row's weighted outputs. The GEMMs are one launch each of moe_gemm.cu
-    /// (gate/up with the activation in its epilogue) over every expert's rows (each expert's run padded to a tile) unless that padding is both
-    /// past MOE_GEMM_MIN_SLOTS and twice the rows; otherwise, or for matrix shapes it does not
-    /// take, cuBLASLt: one batched call over all experts padded to the longest run when that at
-    /// most doubles the rows, otherwise one call per expert. Eager steps only (it synchronizes),
-    /// which prefill steps are.
+    /// (gate/up with the activation in its epilogue) over every expert's rows (each expert's
+    /// run padded to a tile) unless that padding is both past MOE_GEMM_MIN_SLOTS and twice the
+    /// rows; otherwise, or for matrix shapes it does not take, cuBLASLt: one batched call over
+    /// all experts padded to the longest run when that at most doubles the rows, otherwise one
+    /// call per expert. Eager steps only (it synchronizes), which prefill steps are.
     fn moe_grouped(
         &self,
         a: &MoeLaunch,
