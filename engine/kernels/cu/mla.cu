@@ -1,7 +1,7 @@
 // Multi-head latent attention (DeepSeek-V3's MLA, absorbed form) over a paged latent cache:
 // each cached row is [c (rank) | k_rope (rope)], bf16 or fp8 e4m3. Plus the per-head matmul
 // the absorbed form needs (q_nope . W_UK, o . W_UV^T).
-#include "common.cuh"
+#include "mma.cuh"
 
 #define MLA_WARPS 4
 #define MLA_MAX_RANK 512
@@ -281,9 +281,7 @@ __device__ __forceinline__ float4 ms_exp(float4 v, float m) {
 }
 
 __device__ __forceinline__ uint2 ms_pack(float4 v, float inv) {
-    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x * inv, v.y * inv);
-    const __nv_bfloat162 b = __floats2bfloat162_rn(v.z * inv, v.w * inv);
-    return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+    return make_uint2(pack_bf16(v.x * inv, v.y * inv), pack_bf16(v.z * inv, v.w * inv));
 }
 
 extern "C" __global__ void __launch_bounds__(MS_THREADS)
@@ -327,5 +325,6 @@ extern "C" __global__ void __launch_bounds__(MS_THREADS)
         if (c < n4) p[c] = ms_pack(v[i], inv);
     }
     for (int c = threadIdx.x + MS_VEC * MS_THREADS; c < n4; c += MS_THREADS)
-        p[c] = ms_pack(c < vis4 ? ms_exp(ms_load(s, c, visible, sc), m) : make_float4(0.f, 0.f, 0.f, 0.f), inv);
+        p[c] = ms_pack(c < vis4 ? ms_exp(ms_load(s, c, visible, sc), m) : make_float4(0, 0, 0, 0),
+                       inv);
 }

@@ -30,8 +30,8 @@
 template <int ROWS>
 __device__ __forceinline__ void mg_load(bf16 (*s)[MG_LDS], const bf16* __restrict__ lo,
                                         const bf16* __restrict__ hi, int K, int k0) {
-#pragma unroll
     constexpr int CH = MG_BK / 8;  // 16-byte copies per row
+#pragma unroll
     for (int i = 0; i < ROWS * CH / 256; i++) {
         const int c = threadIdx.x + i * 256;
         const int row = c / CH, col = (c % CH) * 8;
