@@ -404,6 +404,19 @@ pub trait Backend: Send + Sync {
             self.linear(x, prefill, ws[i], biases.map(|b| b[i]), out);
         }
     }
+    /// Two projections of the same `x`, without biases (a GPU backend reads x once and
+    /// launches once).
+    fn linear_pair(
+        &self,
+        x: &Self::Buf,
+        prefill: &[bool],
+        ws: [&Self::Weight; 2],
+        outs: [&mut Self::Buf; 2],
+    ) {
+        for (w, out) in ws.into_iter().zip(outs) {
+            self.linear(x, prefill, w, None, out);
+        }
+    }
     /// out = silu(x W_gate^T) * (x W_up^T): a SwiGLU MLP's first half.
     fn linear_swiglu(
         &self,
@@ -500,6 +513,25 @@ pub trait Backend: Send + Sync {
         k_rope: &Self::Buf,
         step: &Self::Step,
     );
+    /// MLA's per-token preparation: `latent = rms_norm(k, kv_norm)`, RoPE on `q_rope`
+    /// (`n_heads` heads) and on `k_rope`, then `write_latent` (a GPU backend launches once).
+    #[allow(clippy::too_many_arguments)]
+    fn mla_prep(
+        &self,
+        cache: &mut Self::KvCache,
+        layer: usize,
+        (k, kv_norm, eps): (&Self::Buf, &Self::Weight, f32),
+        latent: &mut Self::Buf,
+        (q_rope, k_rope): (&mut Self::Buf, &mut Self::Buf),
+        n_heads: usize,
+        rope: &RopeSpec,
+        step: &Self::Step,
+    ) {
+        self.rms_norm(k, kv_norm, eps, latent);
+        self.rope(q_rope, step, n_heads, rope);
+        self.rope(k_rope, step, 1, rope);
+        self.write_latent(cache, layer, latent, k_rope, step);
+    }
     /// Causal MLA over the latent cache: per head, score = scale * (q_latent . c + q_rope .
     /// k_rope) over the cached rows `[c | k_rope]`, output = softmax-weighted sum of c.
     /// `q_latent` is `[tokens, n_heads * kv_lora_rank]`, `q_rope` `[tokens, n_heads *

@@ -87,10 +87,12 @@ __device__ __forceinline__ void kv_store(fp8* p, float v) {
 // Programmatic dependent launch (sm_90 and later; no-ops before, and when the launch did not ask
 // for it). Outside decode graphs the backend launches every kernel with programmatic stream
 // serialization, so a kernel may start while the one before it in the stream is still running.
-// Every kernel first lets the next one launch (pdl_trigger: it is scheduled once all of this
-// grid's blocks have started, and its blocks then take free SM slots), then waits in every block
-// (pdl_wait) for the kernel before it to complete, before it touches memory and before any early
-// return, so that no kernel completes before its predecessor.
+// Every kernel first waits in every block (pdl_wait) for the kernel before it to complete, before
+// it touches memory and before any early return, so that no kernel completes before its
+// predecessor; then lets the next one launch (pdl_trigger: it is scheduled once all of this
+// grid's blocks have passed that point, and its blocks then take free SM slots and wait). Waiting
+// first keeps one kernel ahead at most: triggering first let every small kernel after a running
+// one launch and park its blocks on the SMs.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -103,6 +105,6 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 // The start of a kernel that prefetches nothing.
 __device__ __forceinline__ void pdl_begin() {
-    pdl_trigger();
     pdl_wait();
+    pdl_trigger();
 }

@@ -93,13 +93,10 @@ extern "C" __global__ void add_rms_norm(float* __restrict__ residual, const floa
 
 // In-place rotary embedding of x = [rows, n_heads * head_dim]. NeoX pairs (i, i + rotary_dim/2)
 // or interleaved pairs (2i, 2i + 1); dimensions past rotary_dim are left alone. Grid: rows.
-extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restrict__ pos,
-                                const float* __restrict__ inv_freq, int n_heads, int head_dim,
-                                int rotary_dim, int neox) {
-    pdl_begin();
+__device__ __forceinline__ void rope_row(float* __restrict__ xr, float p,
+                                         const float* __restrict__ inv_freq, int n_heads,
+                                         int head_dim, int rotary_dim, int neox) {
     const int half = rotary_dim / 2;
-    const float p = (float)pos[blockIdx.x];
-    float* xr = x + (size_t)blockIdx.x * n_heads * head_dim;
     for (int i = threadIdx.x; i < n_heads * half; i += blockDim.x) {
         const int h = i / half, j = i % half;
         float s, c;
@@ -110,6 +107,13 @@ extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restric
         xh[a] = x0 * c - x1 * s;
         xh[b] = x1 * c + x0 * s;
     }
+}
+extern "C" __global__ void rope(float* __restrict__ x, const uint32_t* __restrict__ pos,
+                                const float* __restrict__ inv_freq, int n_heads, int head_dim,
+                                int rotary_dim, int neox) {
+    pdl_begin();
+    rope_row(x + (size_t)blockIdx.x * n_heads * head_dim, (float)pos[blockIdx.x], inv_freq, n_heads,
+             head_dim, rotary_dim, neox);
 }
 
 // out = silu(gate) * up, elementwise over n values.

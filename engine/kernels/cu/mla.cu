@@ -40,6 +40,43 @@ extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, co
     write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
 }
 
+// MLA's per-token preparation in one launch (a block per row): latent = rms_norm(k) (f32, or
+// bf16 with lat_bf16), RoPE in place on the row's query rotary parts (n_heads of q_rope) and on
+// its rotary key, then both written to the cache, with the same arithmetic as rms_norm, rope
+// and write_latent one after another.
+template <typename T>
+__device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
+                                              const float* __restrict__ kv_norm,
+                                              void* __restrict__ latent, int lat_bf16, float eps,
+                                              float* __restrict__ q_rope, float* __restrict__ k_rope,
+                                              const uint32_t* __restrict__ pos,
+                                              const float* __restrict__ inv_freq, int n_heads,
+                                              int head_dim, int rotary_dim, int neox,
+                                              const uint32_t* __restrict__ slots,
+                                              T* __restrict__ cache, int rank) {
+    const size_t row = blockIdx.x;
+    float* kr = const_cast<float*>(k) + row * rank;
+    norm_row<false>(kr, nullptr, kv_norm,
+                    static_cast<char*>(latent) + row * rank * (lat_bf16 ? 2 : 4), rank, eps,
+                    lat_bf16);
+    const float p = (float)pos[row];
+    rope_row(q_rope + row * n_heads * head_dim, p, inv_freq, n_heads, head_dim, rotary_dim, neox);
+    rope_row(k_rope + row * head_dim, p, inv_freq, 1, head_dim, rotary_dim, neox);
+    __syncthreads();  // the block's latent and rotary-key writes, read back below
+    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, head_dim);
+}
+#define MLA_PREP(NAME, T)                                                                        \
+    extern "C" __global__ void NAME(                                                             \
+        const float* k, const float* kv_norm, void* latent, int lat_bf16, float eps,             \
+        float* q_rope, float* k_rope, const uint32_t* pos, const float* inv_freq, int n_heads,   \
+        int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank) {     \
+        pdl_begin();                                                                             \
+        mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq, n_heads, \
+                      head_dim, rotary_dim, neox, slots, cache, rank);                           \
+    }
+MLA_PREP(mla_prep, bf16)
+MLA_PREP(mla_prep_fp8, fp8)
+
 // One block of MLA_WARPS warps per (head, row, split), heads varying fastest so that a row's
 // heads read its latent rows from L2 together: split z of gridDim.z takes the z-th share of the
 // row's causal context, its warps every MLA_WARPS-th key of it with their own online softmax

@@ -12,6 +12,7 @@
 #define MOE_WARPS 8
 #define MOE_LOADS 4  // 16-byte weight loads in flight per lane (per matrix)
 #define MOE_DOWN_LOADS 8  // in moe_down, whose warps each take one expert's dot product
+#define MOE_ROUTE_WARPS 32  // moe_route_gemv's block
 
 // x row element i of an activation buffer that is f32 or bf16.
 __device__ __forceinline__ float act_at(const void* x, int x_bf16, size_t i) {
@@ -36,19 +37,16 @@ __device__ __forceinline__ bool ahead(float va, int ia, float vb, int ib) {
     return va > vb || (va == vb && ia < ib);
 }
 
-// One warp per row: ids[row * top_k + j] ascending, weights alongside.
-extern "C" __global__ void moe_route(const float* __restrict__ logits,
-                                     const float* __restrict__ bias, int* __restrict__ ids,
-                                     float* __restrict__ weights, int n_experts, int top_k,
-                                     int sigmoid, int norm, int n_group, int topk_group,
-                                     float scale) {
-    pdl_begin();
+// One warp routes a row from its logits l: ids[row * top_k + j] ascending, weights alongside.
+__device__ __forceinline__ void route_row(const float* l, const float* __restrict__ bias,
+                                          int* __restrict__ ids, float* __restrict__ weights,
+                                          int row, int n_experts, int top_k, int sigmoid, int norm,
+                                          int n_group, int topk_group, float scale) {
     __shared__ float score[MOE_MAX_EXPERTS];
     __shared__ float choice[MOE_MAX_EXPERTS];
     __shared__ int open_group[MOE_MAX_GROUPS];
     __shared__ int picked[MOE_MAX_TOPK];
-    const int lane = threadIdx.x, row = blockIdx.x;
-    const float* l = logits + (size_t)row * n_experts;
+    const int lane = threadIdx.x & 31;
     if (sigmoid) {
         for (int e = lane; e < n_experts; e += 32) {
             const float s = 1.f / (1.f + expf(-l[e]));
@@ -137,21 +135,90 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
     }
 }
 
+
+// One warp per row over the router's logits ([rows, n_experts] f32).
+extern "C" __global__ void moe_route(const float* __restrict__ logits,
+                                     const float* __restrict__ bias, int* __restrict__ ids,
+                                     float* __restrict__ weights, int n_experts, int top_k,
+                                     int sigmoid, int norm, int n_group, int topk_group,
+                                     float scale) {
+    pdl_begin();
+    const int row = blockIdx.x;
+    route_row(logits + (size_t)row * n_experts, bias, ids, weights, row, n_experts, top_k, sigmoid,
+              norm, n_group, topk_group, scale);
+}
+
+// The router's logits and the routing in one launch, for small routers (decode rows): a block
+// per row, warp w computing logits w, w + MOE_ROUTE_WARPS, ... (x the row of an f32 or bf16
+// activation buffer, router [n_experts, hidden] bf16, hidden a multiple of 8) into shared
+// memory, then warp 0 routes them.
+extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32) moe_route_gemv(const void* __restrict__ x, int x_bf16,
+                                          const bf16* __restrict__ router,
+                                          const float* __restrict__ bias, int* __restrict__ ids,
+                                          float* __restrict__ weights, int hidden, int n_experts,
+                                          int top_k, int sigmoid, int norm, int n_group,
+                                          int topk_group, float scale) {
+    pdl_begin();
+    __shared__ float logits[MOE_MAX_EXPERTS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = blockIdx.x;
+    for (int e = warp; e < n_experts; e += MOE_ROUTE_WARPS) {
+        const bf16* w = router + (size_t)e * hidden;
+        float s = 0.f;
+        for (int i0 = lane * 8; i0 < hidden; i0 += 32 * 8 * MOE_DOWN_LOADS) {
+            uint4 wv[MOE_DOWN_LOADS];
+#pragma unroll
+            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                wv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(w + i)) : uint4{};
+            }
+#pragma unroll
+            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                if (i >= hidden) break;
+                float wf[8], xv[8];
+                bf16x8_to_f32(wv[c], wf);
+                act8(x, x_bf16, (size_t)row * hidden + i, xv);
+#pragma unroll
+                for (int t = 0; t < 8; t++) s += xv[t] * wf[t];
+            }
+        }
+        s = warp_sum(s);
+        if (lane == 0) logits[e] = s;
+    }
+    __syncthreads();
+    if (warp == 0)
+        route_row(logits, bias, ids, weights, row, n_experts, top_k, sigmoid, norm, n_group,
+                  topk_group, scale);
+}
+
 // act[p, f] = silu(x[p / top_k] . gate_e[f]) * (x[p / top_k] . up_e[f]) for each (row, choice)
-// pair p, e = ids[p]; gate_up holds each expert's gate rows then up rows ([E, 2 * inter,
-// hidden], bf16). Grid (pairs, ceil(inter / MOE_WARPS)), MOE_WARPS warps: a warp per feature;
-// pairs vary fastest, so pairs sharing an expert read its feature tile from L2 together.
+// pair p < routed (= rows * top_k), e = ids[p]; gate_up holds each expert's gate rows then up
+// rows ([E, 2 * inter, hidden], bf16). With a shared expert of the same width folded in
+// (shared_gate non-null), pairs routed + row take its gate and up rows ([inter, hidden] each).
+// Grid (routed (+ rows), ceil(inter / MOE_WARPS)), MOE_WARPS warps: a warp per feature; pairs
+// vary fastest, so pairs sharing an expert read its feature tile from L2 together.
 extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
                                        const int* __restrict__ ids, const bf16* __restrict__ gate_up,
-                                       float* __restrict__ act, int hidden, int inter, int top_k) {
+                                       const bf16* __restrict__ shared_gate,
+                                       const bf16* __restrict__ shared_up, float* __restrict__ act,
+                                       int hidden, int inter, int top_k, int routed) {
     pdl_begin();
     const int lane = threadIdx.x & 31;
     const int f = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
     const int pair = blockIdx.x;
     if (f >= inter) return;
-    const size_t row = pair / top_k;
-    const bf16* g = gate_up + ((size_t)ids[pair] * 2 * inter + f) * hidden;
-    const bf16* u = g + (size_t)inter * hidden;
+    size_t row;
+    const bf16 *g, *u;
+    if (pair < routed) {
+        row = pair / top_k;
+        g = gate_up + ((size_t)ids[pair] * 2 * inter + f) * hidden;
+        u = g + (size_t)inter * hidden;
+    } else {
+        row = pair - routed;
+        g = shared_gate + (size_t)f * hidden;
+        u = shared_up + (size_t)f * hidden;
+    }
     float sg = 0.f, su = 0.f;
     if ((hidden & 7) == 0) {
         // 16-byte weight loads, MOE_LOADS of gate and of up in flight per lane, 8 values each.
@@ -190,29 +257,33 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
     if (lane == 0) act[(size_t)pair * inter + f] = sg / (1.f + expf(-sg)) * su;
 }
 
-// out[row, h] = sum_j weights[row, j] * (act[row * top_k + j] . down_e[h]) (+ shared[row, h]),
-// j ascending (= expert order). down is [E, hidden, inter] bf16. Grid (rows, ceil(hidden / F)),
-// MOE_WARPS warps, F = max(1, MOE_WARPS / top_k) features per block: warp w takes the block's
-// (feature, choice) dot products w, w + MOE_WARPS, ... (one each at top_k <= MOE_WARPS, so all
-// of a dot product's loads are in flight at once), then the block sums each feature's choices
-// in expert order (rows vary fastest, so rows sharing an expert read its rows from L2 together).
+// out[row, h] = sum_j weights[row, j] * (act[row * top_k + j] . down_e[h]) (+ the shared
+// expert), j ascending (= expert order). down is [E, hidden, inter] bf16. The shared expert is
+// either folded in (shared_down non-null: its act row is routed + row, its weight 1) or its
+// output is given (shared non-null). Grid (rows, ceil(hidden / F)), F * n warps, n = top_k (+ 1
+// folded), F = max(1, MOE_WARPS / n) features per block: warp w takes the block's (feature,
+// choice) dot product w, so all of a dot product's loads are in flight at once; then the block
+// sums each feature's choices in expert order, the shared expert last (rows vary fastest, so
+// rows sharing an expert read its rows from L2 together).
 extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __restrict__ ids,
                                     const float* __restrict__ weights,
-                                    const bf16* __restrict__ down,
-                                    const float* __restrict__ shared, float* __restrict__ out,
-                                    int hidden, int inter, int top_k) {
+                                    const bf16* __restrict__ down, const float* __restrict__ shared,
+                                    const bf16* __restrict__ shared_down, float* __restrict__ out,
+                                    int hidden, int inter, int top_k, int routed) {
     pdl_begin();
-    __shared__ float dots[MOE_WARPS > MOE_MAX_TOPK ? MOE_WARPS : MOE_MAX_TOPK];
+    __shared__ float dots[2 * MOE_MAX_TOPK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int F = max(1, MOE_WARPS / top_k);
+    const int n = top_k + (shared_down ? 1 : 0);
+    const int F = max(1, MOE_WARPS / n);
     const int h0 = blockIdx.y * F;
     const size_t row = blockIdx.x;
-    for (int p = warp; p < F * top_k; p += MOE_WARPS) {
-        const int h = h0 + p / top_k;
-        const size_t pair = row * top_k + p % top_k;
+    for (int p = warp; p < F * n; p += blockDim.x >> 5) {
+        const int h = h0 + p / n, choice = p % n;
         float s = 0.f;
         if (h < hidden) {
-            const bf16* d = down + ((size_t)ids[pair] * hidden + h) * inter;
+            const size_t pair = choice < top_k ? row * top_k + choice : routed + row;
+            const bf16* d = choice < top_k ? down + ((size_t)ids[pair] * hidden + h) * inter
+                                      : shared_down + (size_t)h * inter;
             const float* a = act + pair * inter;
             if ((inter & 7) == 0) {
                 for (int i0 = lane * 8; i0 < inter; i0 += 32 * 8 * MOE_DOWN_LOADS) {
@@ -243,9 +314,11 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
     __syncthreads();
     const int h = h0 + threadIdx.x;
     if (threadIdx.x >= F || h >= hidden) return;
+    const float* dot = dots + threadIdx.x * n;
     float total = 0.f;
-    for (int j = 0; j < top_k; j++) total += weights[row * top_k + j] * dots[threadIdx.x * top_k + j];
-    out[row * hidden + h] = total + (shared ? shared[row * hidden + h] : 0.f);
+    for (int j = 0; j < top_k; j++) total += weights[row * top_k + j] * dot[j];
+    out[row * hidden + h] =
+        total + (shared_down ? dot[top_k] : shared ? shared[row * hidden + h] : 0.f);
 }
 
 // The grouped (prefill) path's combine: out[row, h] = sum_j weights[row, j] * y[slot[row, j], h]

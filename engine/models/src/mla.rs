@@ -187,12 +187,22 @@ impl<W> Mla<W> {
                 h
             }
         };
-        b.linear(q_in, kinds, &self.q_nope, None, &mut s.q);
-        b.linear(q_in, kinds, &self.q_rope, None, &mut s.q_rope);
-        b.rms_norm(&s.k, &self.kv_norm, d.eps, &mut s.latent);
-        b.rope(&mut s.q_rope, step, d.n_heads, &d.rope);
-        b.rope(&mut s.v, step, 1, &d.rope);
-        b.write_latent(kv, i, &s.latent, &s.v, step);
+        b.linear_pair(
+            q_in,
+            kinds,
+            [&self.q_nope, &self.q_rope],
+            [&mut s.q, &mut s.q_rope],
+        );
+        b.mla_prep(
+            kv,
+            i,
+            (&s.k, &self.kv_norm, d.eps),
+            &mut s.latent,
+            (&mut s.q_rope, &mut s.v),
+            d.n_heads,
+            &d.rope,
+            step,
+        );
         b.linear_heads(&s.q, kinds, &self.w_uk_t, d.n_heads, &mut s.k);
         let shape = MlaShape {
             n_heads: d.n_heads,

@@ -66,6 +66,7 @@ pub struct Kernels {
     gemv_swiglu: Vec<CudaFunction>,
     rope_write_kv: [CudaFunction; 2],
     moe_route: CudaFunction,
+    moe_route_gemv: CudaFunction,
     moe_gate_up: CudaFunction,
     moe_down: CudaFunction,
     moe_combine: CudaFunction,
@@ -81,6 +82,7 @@ pub struct Kernels {
     linear_heads: CudaFunction,
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
+    mla_prep: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
     mla_merge: CudaFunction,
     mla_gather: [CudaFunction; 2],
@@ -106,8 +108,8 @@ struct Pdl {
     graphs: bool,
 }
 
-/// On compute capability 9.0 and later (griddepcontrol is sm_90 PTX): HEARTH_PDL=0 off, 2 also
-/// in decode graphs, otherwise outside graphs only.
+/// On compute capability 9.0 and later (griddepcontrol is sm_90 PTX): eager steps and decode
+/// graphs; HEARTH_PDL=0 off, 1 outside graphs only.
 fn programmatic_launch(stream: &CudaStream) -> Result<Pdl, BackendError> {
     let major = stream
         .context()
@@ -115,7 +117,7 @@ fn programmatic_launch(stream: &CudaStream) -> Result<Pdl, BackendError> {
     let mode = std::env::var("HEARTH_PDL").unwrap_or_default();
     Ok(Pdl {
         eager: major >= 9 && mode != "0",
-        graphs: major >= 9 && mode == "2",
+        graphs: major >= 9 && mode != "0" && mode != "1",
     })
 }
 
@@ -161,8 +163,8 @@ pub use attention::AttnLaunch;
 use launch::Launch;
 mod moe_mla;
 pub use moe_mla::{
-    MlaLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS,
-    MOE_MAX_GROUPS, MOE_MAX_TOPK,
+    MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS,
+    MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK, MOE_ROUTE_GEMV_MAX,
 };
 
 impl Kernels {
@@ -224,6 +226,7 @@ impl Kernels {
                 .collect::<Result<_, _>>()?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             moe_route: f("moe_route")?,
+            moe_route_gemv: f("moe_route_gemv")?,
             moe_gate_up: f("moe_gate_up")?,
             moe_down: f("moe_down")?,
             moe_combine: f("moe_combine")?,
@@ -236,6 +239,7 @@ impl Kernels {
             moe_tc_on: std::env::var("HEARTH_MOE_DECODE").as_deref() != Ok("gemv"),
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
+            mla_prep: [f("mla_prep")?, f("mla_prep_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
             mla_merge: f("mla_merge")?,
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],

@@ -139,6 +139,35 @@ impl CudaBackend {
         self.finish("linear qkv (gemv)", t0, r);
     }
 
+    /// `Backend::linear_pair`: up to GEMV_MAX_ROWS rows, one gemv3 launch with two matrices.
+    pub(super) fn linear_pair_op(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        ws: [&CudaWeight; 2],
+        outs: [&mut CudaBuf; 2],
+    ) {
+        let m = prefill.len();
+        let shapes = ws.map(|w| w.matrix().expect("linear weight must be a matrix"));
+        if m == 0 || m > GEMV_MAX_ROWS || shapes[0].2 != shapes[1].2 {
+            for (w, out) in ws.into_iter().zip(outs) {
+                self.linear_op(x, prefill, w, None, out);
+            }
+            return;
+        }
+        let t0 = self.prof_begin();
+        let mut mats = [(0u64, 0u64, 0u64, 0usize); 3];
+        for (i, out) in outs.into_iter().enumerate() {
+            let (w, n, _) = shapes[i];
+            self.ensure(out, m * n);
+            mats[i] = (w, 0, out.ptr, n);
+        }
+        let r = self
+            .kernels
+            .gemv3(x.f32("linear_pair (gemv)"), mats, (m, shapes[0].2));
+        self.finish("linear pair (gemv)", t0, r);
+    }
+
     /// `Backend::linear_swiglu`.
     pub(super) fn linear_swiglu_op(
         &self,

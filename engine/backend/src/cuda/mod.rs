@@ -568,6 +568,16 @@ impl Backend for CudaBackend {
         self.linear_qkv_op(x, prefill, ws, biases, outs);
     }
 
+    fn linear_pair(
+        &self,
+        x: &CudaBuf,
+        prefill: &[bool],
+        ws: [&CudaWeight; 2],
+        outs: [&mut CudaBuf; 2],
+    ) {
+        self.linear_pair_op(x, prefill, ws, outs);
+    }
+
     fn linear_swiglu(
         &self,
         x: &CudaBuf,
@@ -775,6 +785,20 @@ impl Backend for CudaBackend {
         step: &CudaStep,
     ) {
         self.write_latent_op(cache, layer, latent, k_rope, step);
+    }
+
+    fn mla_prep(
+        &self,
+        cache: &mut CudaKvCache,
+        layer: usize,
+        norm: (&CudaBuf, &CudaWeight, f32),
+        latent: &mut CudaBuf,
+        ropes: (&mut CudaBuf, &mut CudaBuf),
+        n_heads: usize,
+        rope: &RopeSpec,
+        step: &CudaStep,
+    ) {
+        self.mla_prep_op(cache, layer, norm, latent, ropes, n_heads, rope, step);
     }
 
     fn mla_attention(

@@ -1,14 +1,15 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
 //! moe.cu, moe_gemm.cu, mla.cu and mla_tc.cu (launchers in kernels/moe_mla.rs).
 
+use super::buffers::matmul_input_bf16;
 use super::gemm::Out;
 use super::kernels::{
-    MlaLaunch, MoeLaunch, MoeShape, GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS,
-    MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
+    MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, RopeShape, GEMV_MAX_ROWS, MLA_MAX_RANK,
+    MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK, MOE_ROUTE_GEMV_MAX,
 };
 use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
-use crate::ops::{Backend, MlaShape, MoeLayer};
+use crate::ops::{Backend, MlaShape, MoeLayer, RopeSpec};
 
 /// Past this many rows a prefill step's experts run as grouped cuBLASLt GEMMs (each expert's
 /// weights read once for all its rows) instead of per-pair dot products.
@@ -98,14 +99,20 @@ impl CudaBackend {
         // Decode batches past the GEMV rows (within which results are batch-invariant) run on
         // tensor cores over each expert's pairs (moe_tc.cu).
         let tc = !grouped && rows > GEMV_MAX_ROWS && self.kernels.moe_tc_fits(hidden, inter);
+        // Up to GEMV_MAX_ROWS rows (x read in f32 like the GEMVs; past that matmuls round it to
+        // bf16), the dot-product path computes small routers' logits in its routing launch and
+        // folds a shared expert as wide as the routed ones into its two launches.
+        let small = !grouped && !tc && rows <= GEMV_MAX_ROWS;
+        let fold = small && shared_inter == inter;
         let pairs = rows * k;
+        let act_rows = pairs + if fold { rows } else { 0 };
         let floats = [
             rows * r.n_experts,
             pairs,
             pairs,
-            pairs * inter,
-            rows * shared_inter,
-            rows * hidden,
+            act_rows * inter,
+            if fold { 0 } else { rows * shared_inter },
+            if fold { 0 } else { rows * hidden },
             pairs,
             pairs,
             4 * r.n_experts.min(pairs),
@@ -118,23 +125,31 @@ impl CudaBackend {
         let mut at = base;
         let [logits_p, ids, weights, act, shared_act, shared_out, slot, order, experts, n_active, y] =
             floats.map(|f| carve(&mut at, f * 4));
-        let mut logits = Self::view(logits_p, floats[0]);
-        self.linear(x, prefill, layer.router, None, &mut logits);
-        let shared = match layer.shared {
+        let router = match layer.router.matrix() {
+            Some((ptr, n, h)) if small && n * h <= MOE_ROUTE_GEMV_MAX && h % 8 == 0 => ptr,
+            _ => {
+                let mut logits = Self::view(logits_p, floats[0]);
+                self.linear(x, prefill, layer.router, None, &mut logits);
+                0
+            }
+        };
+        let (shared, shared_w) = match layer.shared {
+            Some([g, u, d]) if fold => (0, [g.ptr(), u.ptr(), d.ptr()]),
             Some([g, u, d]) => {
                 let mut a = Self::view(shared_act, floats[4]);
                 let mut o = Self::view(shared_out, floats[5]);
                 self.linear_swiglu(x, prefill, g, u, &mut a);
                 self.linear(&a, prefill, d, None, &mut o);
-                o.ptr
+                (o.ptr, [0; 3])
             }
-            None => 0,
+            None => (0, [0; 3]),
         };
         self.ensure(out, rows * hidden);
         let launch = MoeLaunch {
             x: x.ptr,
             x_bf16: x.bf16,
-            logits: logits.ptr,
+            router,
+            logits: logits_p,
             bias: layer.score_bias.map_or(0, |b| b.ptr()),
             ids,
             weights,
@@ -142,6 +157,7 @@ impl CudaBackend {
             down: down_ptr,
             act,
             shared,
+            shared_w,
             out: out.ptr,
             slot,
             order,
@@ -360,6 +376,56 @@ impl CudaBackend {
             cache.fp8(),
         );
         self.finish("write_latent", t0, r);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mla_prep_op(
+        &self,
+        cache: &mut CudaKvCache,
+        layer: usize,
+        (k, kv_norm, eps): (&CudaBuf, &CudaWeight, f32),
+        latent: &mut CudaBuf,
+        (q_rope, k_rope): (&mut CudaBuf, &mut CudaBuf),
+        n_heads: usize,
+        rope: &RopeSpec,
+        step: &CudaStep,
+    ) {
+        let t0 = self.prof_begin();
+        assert!(cache.spec.latent, "mla_prep needs a latent cache");
+        let rows = step.n_tokens;
+        let rank = kv_norm.len();
+        assert_eq!(
+            (rope.head_dim, rope.head_dim),
+            (cache.spec.head_dim - rank, k_rope.len / rows.max(1)),
+            "mla_prep: the rotary key fills the cache row past the latent"
+        );
+        self.ensure_as(latent, k.len, matmul_input_bf16(rows));
+        let inv_freq = self.state().step.inv_freq(&self.stream, &rope.inv_freq);
+        let r = inv_freq.and_then(|inv_freq| {
+            self.kernels.mla_prep(&MlaPrepLaunch {
+                k: k.f32("mla_prep"),
+                kv_norm: kv_norm.ptr(),
+                latent: latent.ptr,
+                latent_bf16: latent.bf16,
+                eps,
+                q_rope: q_rope.f32("mla_prep"),
+                k_rope: k_rope.f32("mla_prep"),
+                positions: step.positions,
+                inv_freq,
+                slots: step.slots,
+                cache: cache.layer(layer).0,
+                fp8: cache.fp8(),
+                rows,
+                rank,
+                rope: RopeShape {
+                    n_heads,
+                    head_dim: rope.head_dim,
+                    rotary_dim: rope.rotary_dim,
+                    neox: rope.neox,
+                },
+            })
+        });
+        self.finish("mla_prep", t0, r);
     }
 
     #[allow(clippy::too_many_arguments)]

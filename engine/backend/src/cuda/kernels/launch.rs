@@ -1,11 +1,13 @@
 //! One kernel launch, through `cuLaunchKernelEx` so that it can carry programmatic stream
 //! serialization (programmatic dependent launch, sm_90 and later): the kernel may then start
 //! while the one before it on the stream is still finishing, and waits for it on the GPU with
-//! `griddepcontrol.wait` (every kernel in cu/ does: see pdl_wait in common.cuh). That hides the
+//! `griddepcontrol.wait` (every kernel in cu/ does: see pdl_begin in common.cuh). That hides the
 //! launch gaps of eager steps (prefill chunks, and decode without graphs: Qwen3-8B tg64 148 ->
-//! 161 tok/s eagerly). Inside decode graphs it is off by default: graphs already close the gaps,
-//! and with programmatic edges GLM-4.7-Flash's batch-1 decode fell from 153 to 124 tok/s while
-//! Qwen3-8B gained 1.5% (HEARTH_PDL=2 turns it on there, HEARTH_PDL=0 off everywhere).
+//! 161 tok/s eagerly) and, since each kernel waits before it lets the next one launch, of decode
+//! graphs too (GLM-4.7-Flash tg128 175 -> 181 tok/s). When kernels let the next one launch
+//! before waiting, programmatic edges in graphs cost GLM-4.7-Flash's batch-1 decode 153 -> 124
+//! tok/s: every small kernel after a running one launched and parked its blocks on the SMs.
+//! HEARTH_PDL=1 keeps it outside graphs only, HEARTH_PDL=0 off everywhere.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::LaunchConfig;
 
-use super::{cfg, row_threads, Kernels};
+use super::{cfg, norm_threads, row_threads, Kernels, RopeShape};
 use crate::BackendError;
 
 /// Limits of moe.cu's routing kernel (MOE_MAX_EXPERTS, MOE_MAX_TOPK, MOE_MAX_GROUPS).
@@ -11,6 +11,10 @@ pub const MOE_MAX_TOPK: usize = 32;
 pub const MOE_MAX_GROUPS: usize = 64;
 /// Warps per block of the expert kernels (MOE_WARPS): one output feature each.
 const MOE_WARPS: usize = 8;
+/// moe_route_gemv's warps per block (MOE_ROUTE_WARPS), and the largest router (experts x
+/// hidden) it takes: one block reads the whole router for its row (GLM-4.7-Flash: 64 x 2,048).
+const MOE_ROUTE_WARPS: u32 = 32;
+pub const MOE_ROUTE_GEMV_MAX: usize = 256 * 1024;
 /// moe_tc.cu's sort block (MT_SORT_THREADS, at least MOE_MAX_EXPERTS) and warps per block
 /// (MT_WARPS).
 const MOE_SORT_THREADS: u32 = 512;
@@ -37,9 +41,34 @@ const MOE_GEMM_K: usize = 64;
 pub(super) const MOE_GEMM_SMEM: usize = 4 * (MOE_GEMM_ROWS + MOE_GEMM_COLS) * (MOE_GEMM_K + 8) * 2;
 
 /// Where a MoE layer's tensors are on the device.
+/// mla_prep's buffers: the latent before its norm (`[rows, rank]` f32), the norm's weight and
+/// the normed latent (f32, or bf16 with `latent_bf16`), the query and key rotary parts (f32, in
+/// place; the key's `rope.head_dim` wide, filling the cache row past the latent), the step's
+/// positions and slots, the RoPE frequencies and the layer's cache.
+pub struct MlaPrepLaunch {
+    pub k: u64,
+    pub kv_norm: u64,
+    pub latent: u64,
+    pub latent_bf16: bool,
+    pub eps: f32,
+    pub q_rope: u64,
+    pub k_rope: u64,
+    pub positions: u64,
+    pub inv_freq: u64,
+    pub slots: u64,
+    pub cache: u64,
+    pub fp8: bool,
+    pub rows: usize,
+    pub rank: usize,
+    pub rope: RopeShape,
+}
+
 pub struct MoeLaunch {
     pub x: u64,
     pub x_bf16: bool,
+    /// The router `[E, hidden]` bf16 when routing computes its own logits (moe_route_gemv),
+    /// else 0 and `logits` holds them.
+    pub router: u64,
     pub logits: u64,
     pub bias: u64,
     pub ids: u64,
@@ -51,6 +80,10 @@ pub struct MoeLaunch {
     pub act: u64,
     /// The shared expert's output `[rows, hidden]`, or 0.
     pub shared: u64,
+    /// The shared expert's gate, up and down matrices when the GEMV path folds it in as one
+    /// more pair a row (its width equal to the experts'), else 0; `act` then holds `rows *
+    /// (top_k + 1)` rows.
+    pub shared_w: [u64; 3],
     pub out: u64,
     /// The tensor-core decode path's (moe_tc.cu) pairs grouped by expert: each pair's slot and
     /// each slot's pair (i32 `[rows * top_k]`), the active experts (`[min(E, pairs)]` of
@@ -85,7 +118,8 @@ pub struct MlaLaunch {
 }
 
 impl Kernels {
-    /// Routing: `ids` and `weights` of each row's experts.
+    /// Routing: `ids` and `weights` of each row's experts, from `logits` or, with `router`
+    /// set, from x (moe_route_gemv).
     pub fn moe_route(&self, a: &MoeLaunch, s: &MoeShape<'_>) -> Result<(), BackendError> {
         let r = s.routing;
         let (rows, k) = (s.rows, r.top_k);
@@ -99,6 +133,28 @@ impl Kernels {
         );
         let (ng, tg) = (r.n_group.max(1) as i32, r.topk_group as i32);
         let scale = r.routed_scaling_factor;
+        if a.router != 0 {
+            let (xb, h) = (i32::from(a.x_bf16), s.hidden as i32);
+            return launch!(
+                @fn self,
+                &self.moe_route_gemv,
+                cfg((rows as u32, 1), MOE_ROUTE_WARPS * 32),
+                a.x,
+                xb,
+                a.router,
+                a.bias,
+                a.ids,
+                a.weights,
+                h,
+                n_e,
+                k_i,
+                sig,
+                norm,
+                ng,
+                tg,
+                scale
+            );
+        }
         launch!(
             @fn self,
             &self.moe_route,
@@ -124,42 +180,50 @@ impl Kernels {
         if rows == 0 {
             return Ok(());
         }
-        let k_i = k as i32;
+        let folded = a.shared_w[0] != 0;
+        let routed = rows * k;
+        let (k_i, routed_i) = (k as i32, routed as i32);
         let (h, i) = (s.hidden as i32, s.inter as i32);
         let xb = i32::from(a.x_bf16);
-        let warps = (MOE_WARPS * 32) as u32;
+        let pairs = routed + if folded { rows } else { 0 };
+        let [s_gate, s_up, s_down] = a.shared_w;
         launch!(
             @fn self,
             &self.moe_gate_up,
-            cfg(((rows * k) as u32, s.inter.div_ceil(MOE_WARPS) as u32), warps),
+            cfg((pairs as u32, s.inter.div_ceil(MOE_WARPS) as u32), (MOE_WARPS * 32) as u32),
             a.x,
             xb,
             a.ids,
             a.gate_up,
+            s_gate,
+            s_up,
             a.act,
             h,
             i,
-            k_i
+            k_i,
+            routed_i
         )?;
+        // A row's choices (with the folded shared expert) times the features a block takes.
+        let n = k + usize::from(folded);
+        let features = (MOE_WARPS / n).max(1);
         launch!(
             @fn self,
             &self.moe_down,
             cfg(
-                (
-                    rows as u32,
-                    s.hidden.div_ceil((MOE_WARPS / k).max(1)) as u32
-                ),
-                warps
+                (rows as u32, s.hidden.div_ceil(features) as u32),
+                (features * n * 32) as u32
             ),
             a.act,
             a.ids,
             a.weights,
             a.down,
             a.shared,
+            s_down,
             a.out,
             h,
             i,
-            k_i
+            k_i,
+            routed_i
         )
     }
 
@@ -339,6 +403,40 @@ impl Kernels {
             cache,
             r,
             p
+        )
+    }
+
+    /// MLA's per-token preparation (mla.cu's mla_prep): a block per row, as many threads as
+    /// the latent's RMS norm takes alone (so its sums match rms_norm's).
+    pub fn mla_prep(&self, a: &MlaPrepLaunch) -> Result<(), BackendError> {
+        let r = &a.rope;
+        let (nh, hd, rd, neox) = (
+            r.n_heads as i32,
+            r.head_dim as i32,
+            r.rotary_dim as i32,
+            i32::from(r.neox),
+        );
+        let (lb, rank) = (i32::from(a.latent_bf16), a.rank as i32);
+        launch!(
+            @fn self,
+            &self.mla_prep[usize::from(a.fp8)],
+            cfg((a.rows as u32, 1), norm_threads(a.rank)),
+            a.k,
+            a.kv_norm,
+            a.latent,
+            lb,
+            a.eps,
+            a.q_rope,
+            a.k_rope,
+            a.positions,
+            a.inv_freq,
+            nh,
+            hd,
+            rd,
+            neox,
+            a.slots,
+            a.cache,
+            rank
         )
     }
 
