@@ -32,6 +32,37 @@ __device__ __forceinline__ void act8(const void* x, int x_bf16, size_t i, float 
     }
 }
 
+// A warp's dot product of the bf16 row w[0 .. n) with x[off .. off + n) (f32, or bf16 with
+// x_bf16): MOE_DOWN_LOADS 16-byte weight loads in flight per lane when n % 8 == 0.
+__device__ __forceinline__ float warp_row_dot(const bf16* __restrict__ w, const void* x,
+                                              int x_bf16, size_t off, int n) {
+    const int lane = threadIdx.x & 31;
+    float s = 0.f;
+    if ((n & 7) == 0) {
+        for (int i0 = lane * 8; i0 < n; i0 += 32 * 8 * MOE_DOWN_LOADS) {
+            uint4 wv[MOE_DOWN_LOADS];
+#pragma unroll
+            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                wv[c] = i < n ? __ldg(reinterpret_cast<const uint4*>(w + i)) : uint4{};
+            }
+#pragma unroll
+            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+                const int i = i0 + 32 * 8 * c;
+                if (i >= n) break;
+                float wf[8], xv[8];
+                bf16x8_to_f32(wv[c], wf);
+                act8(x, x_bf16, off + i, xv);
+#pragma unroll
+                for (int t = 0; t < 8; t++) s += xv[t] * wf[t];
+            }
+        }
+    } else {
+        for (int i = lane; i < n; i += 32) s += act_at(x, x_bf16, off + i) * __bfloat162float(w[i]);
+    }
+    return warp_sum(s);
+}
+
 // Is (va, ia) ahead of (vb, ib): larger value, then lower index.
 __device__ __forceinline__ bool ahead(float va, int ia, float vb, int ib) {
     return va > vb || (va == vb && ia < ib);
@@ -150,41 +181,21 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
 
 // The router's logits and the routing in one launch, for small routers (decode rows): a block
 // per row, warp w computing logits w, w + MOE_ROUTE_WARPS, ... (x the row of an f32 or bf16
-// activation buffer, router [n_experts, hidden] bf16, hidden a multiple of 8) into shared
-// memory, then warp 0 routes them.
-extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32) moe_route_gemv(const void* __restrict__ x, int x_bf16,
-                                          const bf16* __restrict__ router,
-                                          const float* __restrict__ bias, int* __restrict__ ids,
-                                          float* __restrict__ weights, int hidden, int n_experts,
-                                          int top_k, int sigmoid, int norm, int n_group,
-                                          int topk_group, float scale) {
+// activation buffer, router [n_experts, hidden] bf16) into shared memory, then warp 0 routes
+// them.
+extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32)
+    moe_route_gemv(const void* __restrict__ x, int x_bf16, const bf16* __restrict__ router,
+                   const float* __restrict__ bias, int* __restrict__ ids,
+                   float* __restrict__ weights, int hidden, int n_experts, int top_k, int sigmoid,
+                   int norm, int n_group, int topk_group, float scale) {
     pdl_begin();
     __shared__ float logits[MOE_MAX_EXPERTS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row = blockIdx.x;
     for (int e = warp; e < n_experts; e += MOE_ROUTE_WARPS) {
-        const bf16* w = router + (size_t)e * hidden;
-        float s = 0.f;
-        for (int i0 = lane * 8; i0 < hidden; i0 += 32 * 8 * MOE_DOWN_LOADS) {
-            uint4 wv[MOE_DOWN_LOADS];
-#pragma unroll
-            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
-                const int i = i0 + 32 * 8 * c;
-                wv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(w + i)) : uint4{};
-            }
-#pragma unroll
-            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
-                const int i = i0 + 32 * 8 * c;
-                if (i >= hidden) break;
-                float wf[8], xv[8];
-                bf16x8_to_f32(wv[c], wf);
-                act8(x, x_bf16, (size_t)row * hidden + i, xv);
-#pragma unroll
-                for (int t = 0; t < 8; t++) s += xv[t] * wf[t];
-            }
-        }
-        s = warp_sum(s);
-        if (lane == 0) logits[e] = s;
+        const float dot = warp_row_dot(router + (size_t)e * hidden, x, x_bf16, (size_t)row * hidden,
+                                       hidden);
+        if (lane == 0) logits[e] = dot;
     }
     __syncthreads();
     if (warp == 0)
@@ -283,31 +294,8 @@ extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __
         if (h < hidden) {
             const size_t pair = choice < top_k ? row * top_k + choice : routed + row;
             const bf16* d = choice < top_k ? down + ((size_t)ids[pair] * hidden + h) * inter
-                                      : shared_down + (size_t)h * inter;
-            const float* a = act + pair * inter;
-            if ((inter & 7) == 0) {
-                for (int i0 = lane * 8; i0 < inter; i0 += 32 * 8 * MOE_DOWN_LOADS) {
-                    uint4 dv[MOE_DOWN_LOADS];
-#pragma unroll
-                    for (int c = 0; c < MOE_DOWN_LOADS; c++) {
-                        const int i = i0 + 32 * 8 * c;
-                        dv[c] = i < inter ? __ldg(reinterpret_cast<const uint4*>(d + i)) : uint4{};
-                    }
-#pragma unroll
-                    for (int c = 0; c < MOE_DOWN_LOADS; c++) {
-                        const int i = i0 + 32 * 8 * c;
-                        if (i >= inter) break;
-                        float df[8], av[8];
-                        bf16x8_to_f32(dv[c], df);
-                        act8(a, 0, i, av);
-#pragma unroll
-                        for (int t = 0; t < 8; t++) s += av[t] * df[t];
-                    }
-                }
-            } else {
-                for (int i = lane; i < inter; i += 32) s += a[i] * __bfloat162float(d[i]);
-            }
-            s = warp_sum(s);
+                                           : shared_down + (size_t)h * inter;
+            s = warp_row_dot(d, act, 0, pair * inter, inter);
         }
         if (lane == 0) dots[p] = s;
     }

@@ -126,7 +126,7 @@ impl CudaBackend {
         let [logits_p, ids, weights, act, shared_act, shared_out, slot, order, experts, n_active, y] =
             floats.map(|f| carve(&mut at, f * 4));
         let router = match layer.router.matrix() {
-            Some((ptr, n, h)) if small && n * h <= MOE_ROUTE_GEMV_MAX && h % 8 == 0 => ptr,
+            Some((ptr, n, h)) if small && n * h <= MOE_ROUTE_GEMV_MAX => ptr,
             _ => {
                 let mut logits = Self::view(logits_p, floats[0]);
                 self.linear(x, prefill, layer.router, None, &mut logits);
