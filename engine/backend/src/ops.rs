@@ -514,7 +514,8 @@ pub trait Backend: Send + Sync {
         step: &Self::Step,
     );
     /// MLA's per-token preparation: `latent = rms_norm(k, kv_norm)`, RoPE on `q_rope`
-    /// (`n_heads` heads) and on `k_rope`, then `write_latent` (a GPU backend launches once).
+    /// (`n_heads` heads) and on `k_rope`, `write_latent`, and the absorbed query `q_latent =
+    /// linear_heads(q_nope, w_uk)` (a GPU backend launches once for decode rows).
     #[allow(clippy::too_many_arguments)]
     fn mla_prep(
         &self,
@@ -523,14 +524,17 @@ pub trait Backend: Send + Sync {
         (k, kv_norm, eps): (&Self::Buf, &Self::Weight, f32),
         latent: &mut Self::Buf,
         (q_rope, k_rope): (&mut Self::Buf, &mut Self::Buf),
+        (q_nope, w_uk, q_latent): (&Self::Buf, &Self::Weight, &mut Self::Buf),
         n_heads: usize,
         rope: &RopeSpec,
+        prefill: &[bool],
         step: &Self::Step,
     ) {
         self.rms_norm(k, kv_norm, eps, latent);
         self.rope(q_rope, step, n_heads, rope);
         self.rope(k_rope, step, 1, rope);
         self.write_latent(cache, layer, latent, k_rope, step);
+        self.linear_heads(q_nope, prefill, w_uk, n_heads, q_latent);
     }
     /// Causal MLA over the latent cache: per head, score = scale * (q_latent . c + q_rope .
     /// k_rope) over the cached rows `[c | k_rope]`, output = softmax-weighted sum of c.

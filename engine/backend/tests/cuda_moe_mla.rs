@@ -10,11 +10,11 @@
 
 use hearth_backend::{
     AttnMetadata, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight, KvCacheSpec, KvDtype,
-    MlaShape, MoeLayer, MoeRouting, MoeScoring, SeqAttn, NO_SLOT,
+    MlaShape, MoeLayer, MoeRouting, MoeScoring, RopeSpec, SeqAttn, NO_SLOT,
 };
 
 mod common;
-use common::{batch, bf, gpu, max_rel, rand};
+use common::{batch, bf, gpu, max_rel, rand, Pair};
 
 /// Uploads the same bf16-rounded matrices to both backends, as one group.
 fn group(
@@ -186,6 +186,137 @@ fn linear_heads_matches_cpu() {
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_heads rows {rows} heads {heads} [{n}, {k}]: max rel diff {d:.2e}");
         assert!(d < 1e-3, "linear_heads: {d}");
+    }
+}
+
+/// MLA's preparation (the latent's norm, RoPE on the query and key, the cache write and the
+/// absorbed query) against the CPU's ops one after another: decode rows (one launch on the GPU,
+/// beside the absorbed query's dot products), a prefill-sized step, and small dimensions. Each row is then its own sequence of one key, so attention gives back the
+/// cached latent row.
+#[test]
+fn mla_prep_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (rows, rank, rope, heads, nope, dtype) in [
+        (1, 512, 64, 20, 192, KvDtype::Bf16),
+        (3, 512, 64, 20, 192, KvDtype::Fp8E4m3),
+        (12, 512, 64, 20, 192, KvDtype::Bf16),
+        (2, 32, 8, 4, 16, KvDtype::Bf16),
+    ] {
+        let bs = 4;
+        let spec = KvCacheSpec {
+            num_layers: 2,
+            num_blocks: 16,
+            block_size: bs,
+            num_kv_heads: 1,
+            head_dim: rank + rope,
+            dtype: Default::default(),
+            latent: true,
+        };
+        let (mut kc, mut kg) = (
+            cpu.alloc_kv(spec).unwrap(),
+            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+        );
+        let step = ForwardBatch {
+            tokens: vec![0; rows],
+            positions: (0..rows as u32).map(|r| 5 * r + 3).collect(),
+            attn: AttnMetadata {
+                seqs: (0..rows)
+                    .map(|r| SeqAttn {
+                        query_start: r,
+                        query_len: 1,
+                        context_len: 1,
+                        block_table: vec![r as u32],
+                    })
+                    .collect(),
+                prefill: vec![false; rows],
+                slot_mapping: (0..rows as u32).map(|r| r * bs as u32).collect(),
+            },
+            logits_rows: vec![],
+        };
+        let rope_spec = RopeSpec::new(10000.0, rope, rope, false, None);
+        let (nc, ng) = p.w("kv_norm", vec![rank], &rand(rank, 60));
+        let (wc, wg) = p.w(
+            "w_uk",
+            vec![heads * rank, nope],
+            &rand(heads * rank * nope, 61),
+        );
+        let k = rand(rows * rank, 62);
+        let (q_rope, k_rope) = (rand(rows * heads * rope, 63), rand(rows * rope, 64));
+        // bf16 inputs, as past the GEMV rows the GPU's matmul rounds them.
+        let q_nope = bf(&rand(rows * heads * nope, 65));
+        let kinds = vec![false; rows];
+        let (sc, sg) = (cpu.begin_step(&step), gpu.begin_step(&step));
+        let (mut lc, mut qrc, mut krc, mut qlc) =
+            (cpu.buf(0), q_rope.clone(), k_rope.clone(), cpu.buf(0));
+        cpu.mla_prep(
+            &mut kc,
+            1,
+            (&k, &nc, 1e-6),
+            &mut lc,
+            (&mut qrc, &mut krc),
+            (&q_nope, &wc, &mut qlc),
+            heads,
+            &rope_spec,
+            &kinds,
+            &sc,
+        );
+        let up = |v: &[f32]| gpu.buf_from_host(v);
+        let (mut lg, mut qrg, mut krg, mut qlg) =
+            (gpu.buf(0), up(&q_rope), up(&k_rope), gpu.buf(0));
+        gpu.mla_prep(
+            &mut kg,
+            1,
+            (&up(&k), &ng, 1e-6),
+            &mut lg,
+            (&mut qrg, &mut krg),
+            (&up(&q_nope), &wg, &mut qlg),
+            heads,
+            &rope_spec,
+            &kinds,
+            &sg,
+        );
+        let what = format!("mla_prep rows {rows} rank {rank} {dtype:?}");
+        // The latent goes out in bf16 past the GEMV rows (it feeds a matmul there).
+        let checks = [
+            (
+                "latent",
+                gpu.to_host(&lg),
+                lc,
+                if rows > 8 { 8e-3 } else { 1e-5 },
+            ),
+            ("q_rope", gpu.to_host(&qrg), qrc, 1e-5),
+            ("k_rope", gpu.to_host(&krg), krc, 1e-5),
+            ("q_latent", gpu.to_host(&qlg), qlc, 1e-3),
+        ];
+        for (name, got, want, tol) in checks {
+            let d = max_rel(&got, &want);
+            println!("{what}: {name} max rel diff {d:.2e}");
+            assert!(d < tol, "{what}: {name} {d}");
+        }
+        // One key each: the output is the cached latent.
+        let shape = MlaShape {
+            n_heads: 1,
+            kv_lora_rank: rank,
+            rope_dim: rope,
+            scale: 1.0,
+        };
+        let (ql, qr) = (rand(rows * rank, 66), rand(rows * rope, 67));
+        let (mut oc, mut og) = (cpu.buf(0), gpu.buf(0));
+        cpu.mla_attention(&kc, 1, &ql, &qr, shape, &sc, &mut oc);
+        gpu.mla_attention(&kg, 1, &up(&ql), &up(&qr), shape, &sg, &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("{what}: cached latent max rel diff {d:.2e}");
+        let tol = if dtype == KvDtype::Fp8E4m3 {
+            7e-2
+        } else {
+            8e-3
+        };
+        assert!(d < tol, "{what}: cached latent {d}");
     }
 }
 

@@ -14,12 +14,12 @@ template <typename T>
 __device__ __forceinline__ void write_latent_body(const void* __restrict__ latent, int lat_bf16,
                                                   const float* __restrict__ k_rope,
                                                   const uint32_t* __restrict__ slots,
-                                                  T* __restrict__ cache, int rank, int rope) {
-    const uint32_t slot = slots[blockIdx.x];
+                                                  T* __restrict__ cache, int rank, int rope,
+                                                  size_t row) {
+    const uint32_t slot = slots[row];
     if (slot == 0xffffffffu) return;
     const int width = rank + rope;
     T* dst = cache + (size_t)slot * width;
-    const size_t row = blockIdx.x;
     for (int i = threadIdx.x; i < width; i += blockDim.x) {
         const float v = i < rank ? (lat_bf16 ? __bfloat162float(
                                                    reinterpret_cast<const bf16*>(latent)[row * rank + i])
@@ -31,19 +31,59 @@ __device__ __forceinline__ void write_latent_body(const void* __restrict__ laten
 extern "C" __global__ void write_latent(const void* latent, int lat_bf16, const float* k_rope,
                                         const uint32_t* slots, bf16* cache, int rank, int rope) {
     pdl_begin();
-    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
+    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope, blockIdx.x);
 }
 extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, const float* k_rope,
                                             const uint32_t* slots, fp8* cache, int rank,
                                             int rope) {
     pdl_begin();
-    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope);
+    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, rope, blockIdx.x);
 }
 
-// MLA's per-token preparation in one launch (a block per row): latent = rms_norm(k) (f32, or
-// bf16 with lat_bf16), RoPE in place on the row's query rotary parts (n_heads of q_rope) and on
-// its rotary key, then both written to the cache, with the same arithmetic as rms_norm, rope
-// and write_latent one after another.
+// out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]) for
+// outputs j = bx * 8 + warp of (row, head) rh = r * n_heads + h: a warp per output, 8 warps. x
+// rows are 16-byte aligned when k is a multiple of 8 (arena rows).
+__device__ __forceinline__ void linear_heads_body(const float* __restrict__ x,
+                                                  const bf16* __restrict__ w,
+                                                  float* __restrict__ out, int n_heads, int n,
+                                                  int k, int bx, size_t rh) {
+    const int lane = threadIdx.x & 31;
+    const int j = bx * 8 + (threadIdx.x >> 5);
+    if (j >= n) return;
+    const int h = rh % n_heads;
+    const float* xr = x + rh * k;
+    const bf16* wr = w + ((size_t)h * n + j) * k;
+    float s = 0.f;
+    if ((k & 7) == 0) {
+        // 16-byte weight loads, two float4 of x each.
+        for (int i = lane * 8; i < k; i += 32 * 8) {
+            float wf[8];
+            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(wr + i)), wf);
+            const float4 a = *reinterpret_cast<const float4*>(xr + i);
+            const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
+            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
+                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
+    }
+    s = warp_sum(s);
+    if (lane == 0) out[rh * n + j] = s;
+}
+
+// Grid (ceil(n / 8), rows * n_heads), 256 threads.
+extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
+                                        float* __restrict__ out, int n_heads, int n, int k) {
+    pdl_begin();
+    linear_heads_body(x, w, out, n_heads, n, k, blockIdx.x, blockIdx.y);
+}
+
+// MLA's per-token preparation of row `row` by one block: latent = rms_norm(k) (f32, or bf16
+// with lat_bf16), RoPE on the query's rotary heads (in place) and on the rotary key, then both
+// written to the cache row at slots[row] (none for NO_SLOT), with the same arithmetic as
+// rms_norm, rope and write_latent one after another. Decode rows are latency-bound, so the
+// rotary pairs' loads go out beside the latent's before the norm's block sum, and the cache
+// row is written from registers, not read back. rank is a multiple of 4 (16-byte rows).
 template <typename T>
 __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
                                               const float* __restrict__ kv_norm,
@@ -53,18 +93,85 @@ __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
                                               const float* __restrict__ inv_freq, int n_heads,
                                               int head_dim, int rotary_dim, int neox,
                                               const uint32_t* __restrict__ slots,
-                                              T* __restrict__ cache, int rank) {
-    const size_t row = blockIdx.x;
+                                              T* __restrict__ cache, int rank, size_t row) {
     float* kr = const_cast<float*>(k) + row * rank;
-    norm_row<false>(kr, nullptr, kv_norm,
-                    static_cast<char*>(latent) + row * rank * (lat_bf16 ? 2 : 4), rank, eps,
-                    lat_bf16);
+    char* lat = static_cast<char*>(latent) + row * rank * (lat_bf16 ? 2 : 4);
     const float p = (float)pos[row];
-    rope_row(q_rope + row * n_heads * head_dim, p, inv_freq, n_heads, head_dim, rotary_dim, neox);
-    rope_row(k_rope + row * head_dim, p, inv_freq, 1, head_dim, rotary_dim, neox);
-    __syncthreads();  // the block's latent and rotary-key writes, read back below
-    write_latent_body(latent, lat_bf16, k_rope, slots, cache, rank, head_dim);
+    const uint32_t slot = slots[row];
+    T* dst = slot == 0xffffffffu ? nullptr : cache + (size_t)slot * (rank + head_dim);
+    // 1. The latent's sum of squares (norm_row's first pass).
+    const int n4 = rank >> 2;
+    const float4* r4 = reinterpret_cast<const float4*>(kr);
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+        const float4 a = r4[i];
+        ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+    }
+    // 2. RoPE (rope_row's arithmetic) on the query heads' pairs, then the key's (pair index
+    // n_heads * half on), four pairs a thread in flight; the key's also go to the cache.
+    const int half = rotary_dim / 2, n_pairs = (n_heads + 1) * half;
+    float* qr = q_rope + row * n_heads * head_dim;
+    float* kro = k_rope + row * head_dim;
+    for (int i0 = threadIdx.x; i0 < n_pairs; i0 += 4 * blockDim.x) {
+        float x0[4], x1[4], f[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = min(i0 + u * (int)blockDim.x, n_pairs - 1);
+            const int h = i / half, j = i % half;
+            const float* xh = h < n_heads ? qr + h * head_dim : kro;
+            const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+            x0[u] = xh[a];
+            x1[u] = xh[b];
+            f[u] = inv_freq[j];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + u * blockDim.x;
+            if (i >= n_pairs) continue;
+            const int h = i / half, j = i % half;
+            float* xh = h < n_heads ? qr + h * head_dim : kro;
+            const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+            float s, c;
+            sincosf(p * f[u], &s, &c);
+            const float ya = x0[u] * c - x1[u] * s, yb = x1[u] * c + x0[u] * s;
+            xh[a] = ya;
+            xh[b] = yb;
+            if (h == n_heads && dst) {
+                kv_store(dst + rank + a, ya);
+                kv_store(dst + rank + b, yb);
+            }
+        }
+    }
+    // The key's dimensions past rotary_dim go to the cache as they are.
+    if (dst)
+        for (int d = rotary_dim + threadIdx.x; d < head_dim; d += blockDim.x)
+            kv_store(dst + rank + d, kro[d]);
+    // 3. The normed latent (norm_row's second pass), into `latent` and the cache (as
+    // write_latent reads it back: rounded to bf16 first with lat_bf16).
+    const float inv = 1.f / sqrtf(block_sum(ss) / rank + eps);
+    const float4* w4 = reinterpret_cast<const float4*>(kv_norm);
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+        const float4 a = r4[i], g = w4[i];
+        float v[4] = {a.x * inv * g.x, a.y * inv * g.y, a.z * inv * g.z, a.w * inv * g.w};
+        if (lat_bf16) {
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+            const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+            uint2 u;
+            u.x = *reinterpret_cast<const uint32_t*>(&lo);
+            u.y = *reinterpret_cast<const uint32_t*>(&hi);
+            reinterpret_cast<uint2*>(lat)[i] = u;
+            v[0] = __low2float(lo), v[1] = __high2float(lo);
+            v[2] = __low2float(hi), v[3] = __high2float(hi);
+        } else {
+            reinterpret_cast<float4*>(lat)[i] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        if (dst)
+#pragma unroll
+            for (int c = 0; c < 4; c++) kv_store(dst + 4 * i + c, v[c]);
+    }
 }
+
+// A block per row.
 #define MLA_PREP(NAME, T)                                                                        \
     extern "C" __global__ void NAME(                                                             \
         const float* k, const float* kv_norm, void* latent, int lat_bf16, float eps,             \
@@ -72,10 +179,35 @@ __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
         int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank) {     \
         pdl_begin();                                                                             \
         mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq, n_heads, \
-                      head_dim, rotary_dim, neox, slots, cache, rank);                           \
+                      head_dim, rotary_dim, neox, slots, cache, rank, blockIdx.x);               \
     }
 MLA_PREP(mla_prep, bf16)
 MLA_PREP(mla_prep_fp8, fp8)
+
+// mla_prep and the absorbed query (linear_heads of q_nope by W_UK into q_lat) in one launch, for
+// decode rows (the two are independent, and the preparation is a latency chain the dot products
+// run beside): grid (ceil(rank / 8), rows + rows * n_heads), 256 threads. Blocks (0, r < rows)
+// prepare row r (the rest of those rows exit); blocks (x, rows + rh) compute outputs x * 8 ..
+// of (row, head) rh.
+#define MLA_PREP_ABSORB(NAME, T)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                      \
+        const float* k, const float* kv_norm, void* latent, int lat_bf16, float eps,             \
+        float* q_rope, float* k_rope, const uint32_t* pos, const float* inv_freq, int n_heads,   \
+        int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank,       \
+        const float* q_nope, const bf16* w_uk, float* q_lat, int nope, int rows) {              \
+        pdl_begin();                                                                             \
+        if ((int)blockIdx.y < rows) {                                                            \
+            if (blockIdx.x == 0)                                                                 \
+                mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq,  \
+                              n_heads, head_dim, rotary_dim, neox, slots, cache, rank,           \
+                              blockIdx.y);                                                       \
+            return;                                                                              \
+        }                                                                                        \
+        linear_heads_body(q_nope, w_uk, q_lat, n_heads, rank, nope, blockIdx.x,                 \
+                          blockIdx.y - rows);                                                    \
+    }
+MLA_PREP_ABSORB(mla_prep_absorb, bf16)
+MLA_PREP_ABSORB(mla_prep_absorb_fp8, fp8)
 
 // One block of MLA_WARPS warps per (head, row, split), heads varying fastest so that a row's
 // heads read its latent rows from L2 together: split z of gridDim.z takes the z-th share of the
@@ -213,37 +345,6 @@ extern "C" __global__ void mla_attention_fp8(const float* q_lat, const float* q_
     pdl_begin();
     mla_body(q_lat, q_rope, cache, out, tok_seq, seq_info, block_tables, n_heads, rank, rope,
              block_size, scale, gemm_min_queries, part);
-}
-
-// out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]).
-// Grid (ceil(n / 8), rows * n_heads), 8 warps: a warp per output. x rows are 16-byte aligned
-// when k is a multiple of 8 (arena rows).
-extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
-                                        float* __restrict__ out, int n_heads, int n, int k) {
-    pdl_begin();
-    const int lane = threadIdx.x & 31;
-    const int j = blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (j >= n) return;
-    const size_t rh = blockIdx.y;  // row * n_heads + h
-    const int h = rh % n_heads;
-    const float* xr = x + rh * k;
-    const bf16* wr = w + ((size_t)h * n + j) * k;
-    float s = 0.f;
-    if ((k & 7) == 0) {
-        // 16-byte weight loads, two float4 of x each.
-        for (int i = lane * 8; i < k; i += 32 * 8) {
-            float wf[8];
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(wr + i)), wf);
-            const float4 a = *reinterpret_cast<const float4*>(xr + i);
-            const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
-            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
-                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
-        }
-    } else {
-        for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
-    }
-    s = warp_sum(s);
-    if (lane == 0) out[rh * n + j] = s;
 }
 
 // The GEMM path for long prefill chunks (cuBLASLt does Q K^T and P V on tensor cores):

@@ -386,13 +386,13 @@ MLA_TC(mla_tc_fp8, fp8, 4, 1)
 
 // Combines a row's splits (mla_tc's parts, n_parts per (row, head), at most 32) into the
 // output, for the sequences with fewer than q_max queries; rows whose sequence took one split
-// were written by mla_tc itself. The first warp turns the splits' (max, sum) into one weight
-// each, then every thread sums its value dims over the splits. Grid (n_heads, rows), 128
-// threads.
-extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* __restrict__ out,
-                                        const uint32_t* __restrict__ tok_seq,
-                                        const uint32_t* __restrict__ seq_info, int n_heads,
-                                        int n_parts, int q_max) {
+// were written by mla_tc itself. Grid (n_heads, rows), MTC_RANK / 2 threads, two value dims a
+// thread: every split's values are loaded at once, beside the first warp's turning the splits'
+// (max, sum) into one weight each, so the merge is one round trip.
+extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
+    mla_tc_merge(const float* __restrict__ part, float* __restrict__ out,
+                 const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
+                 int n_heads, int n_parts, int q_max) {
     pdl_begin();
     const int h = blockIdx.x, row = blockIdx.y;
     const uint32_t* info = seq_info + 4 * tok_seq[row];
@@ -402,6 +402,12 @@ extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* _
     if (n_split <= 1) return;
     const size_t th = (size_t)row * n_heads + h;
     const float* pp = part + th * n_parts * (MTC_RANK + 2);
+    const int d = 2 * threadIdx.x;
+    float2 v[32];
+#pragma unroll
+    for (int z = 0; z < 32; z++)
+        v[z] = z < n_split ? *reinterpret_cast<const float2*>(pp + z * (MTC_RANK + 2) + 2 + d)
+                           : make_float2(0.f, 0.f);
     __shared__ float w_s[32];
     __shared__ float inv_s;
     if (threadIdx.x < 32) {
@@ -415,11 +421,12 @@ extern "C" __global__ void mla_tc_merge(const float* __restrict__ part, float* _
         if (z == 0) inv_s = l_all > 0.f ? 1.f / l_all : 0.f;
     }
     __syncthreads();
-    float* o = out + th * MTC_RANK;
-    for (int d = threadIdx.x; d < MTC_RANK; d += blockDim.x) {
-        float v = 0.f;
-#pragma unroll 4
-        for (int z = 0; z < n_split; z++) v += w_s[z] * pp[z * (MTC_RANK + 2) + 2 + d];
-        o[d] = v * inv_s;
-    }
+    float2 acc = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int z = 0; z < 32; z++)
+        if (z < n_split) {
+            acc.x += w_s[z] * v[z].x;
+            acc.y += w_s[z] * v[z].y;
+        }
+    *reinterpret_cast<float2*>(out + th * MTC_RANK + d) = make_float2(acc.x * inv_s, acc.y * inv_s);
 }

@@ -12,7 +12,7 @@
 #define MOE_WARPS 8
 #define MOE_LOADS 4  // 16-byte weight loads in flight per lane (per matrix)
 #define MOE_DOWN_LOADS 8  // in moe_down, whose warps each take one expert's dot product
-#define MOE_ROUTE_WARPS 32  // moe_route_gemv's block
+#define MOE_ROUTE_WARPS 4  // moe_route_gemv's block: a logit a warp
 
 // x row element i of an activation buffer that is f32 or bf16.
 __device__ __forceinline__ float act_at(const void* x, int x_bf16, size_t i) {
@@ -179,28 +179,44 @@ extern "C" __global__ void moe_route(const float* __restrict__ logits,
               norm, n_group, topk_group, scale);
 }
 
-// The router's logits and the routing in one launch, for small routers (decode rows): a block
-// per row, warp w computing logits w, w + MOE_ROUTE_WARPS, ... (x the row of an f32 or bf16
-// activation buffer, router [n_experts, hidden] bf16) into shared memory, then warp 0 routes
-// them.
+// The router's logits and the routing in one launch, for decode rows: grid (rows, ceil(n_experts
+// / MOE_ROUTE_WARPS)), warp w of block b computing logit b * MOE_ROUTE_WARPS + w of its row (x
+// the row of an f32 or bf16 activation buffer, router [n_experts, hidden] bf16) into `logits`
+// ([rows, n_experts] f32), so the router is read by as many SMs as it has warps' worth of rows.
+// The row's last block to arrive (counted in arrivals[row], zero between launches: that block
+// resets it) routes the row with its warp 0.
 extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32)
     moe_route_gemv(const void* __restrict__ x, int x_bf16, const bf16* __restrict__ router,
-                   const float* __restrict__ bias, int* __restrict__ ids,
+                   const float* __restrict__ bias, float* __restrict__ logits,
+                   unsigned* __restrict__ arrivals, int* __restrict__ ids,
                    float* __restrict__ weights, int hidden, int n_experts, int top_k, int sigmoid,
                    int norm, int n_group, int topk_group, float scale) {
     pdl_begin();
-    __shared__ float logits[MOE_MAX_EXPERTS];
+    __shared__ float row_logits[MOE_MAX_EXPERTS];
+    __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row = blockIdx.x;
-    for (int e = warp; e < n_experts; e += MOE_ROUTE_WARPS) {
+    float* l = logits + (size_t)row * n_experts;
+    const int e = blockIdx.y * MOE_ROUTE_WARPS + warp;
+    if (e < n_experts) {
         const float dot = warp_row_dot(router + (size_t)e * hidden, x, x_bf16, (size_t)row * hidden,
                                        hidden);
-        if (lane == 0) logits[e] = dot;
+        if (lane == 0) {
+            l[e] = dot;
+            __threadfence();  // the logit is visible before this block is counted
+        }
     }
     __syncthreads();
-    if (warp == 0)
-        route_row(logits, bias, ids, weights, row, n_experts, top_k, sigmoid, norm, n_group,
-                  topk_group, scale);
+    if (threadIdx.x == 0) last = atomicAdd(arrivals + row, 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last || warp != 0) return;
+    if (lane == 0) arrivals[row] = 0;
+    __threadfence();
+    // From L2: the other blocks' logits never passed through this SM's L1.
+    for (int i = lane; i < n_experts; i += 32) row_logits[i] = __ldcg(l + i);
+    __syncwarp();
+    route_row(row_logits, bias, ids, weights, row, n_experts, top_k, sigmoid, norm, n_group,
+              topk_group, scale);
 }
 
 // act[p, f] = silu(x[p / top_k] . gate_e[f]) * (x[p / top_k] . up_e[f]) for each (row, choice)

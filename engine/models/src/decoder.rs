@@ -185,13 +185,15 @@ fn model_info<B: Backend>(
             let nh = d.n_heads;
             let q_rank = d.q_lora_rank.unwrap_or(0);
             let lat = nh * d.kv_lora_rank;
+            // q, k, v, attn, q_a and q_a_norm, q_rope, latent, q_latent.
             let floats = nh * d.nope.max(d.kv_lora_rank)
-                + lat.max(d.kv_lora_rank)
+                + d.kv_lora_rank
                 + d.rope_dim.max(d.kv_lora_rank)
                 + lat
                 + 2 * q_rank
                 + nh * d.rope_dim
-                + d.kv_lora_rank;
+                + d.kv_lora_rank
+                + lat;
             (floats, q_rank.max(lat).max(nh * d.v_dim), 2 * inter)
         }
     };

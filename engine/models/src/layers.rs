@@ -85,6 +85,8 @@ pub struct Bufs<Buf> {
     pub q_a_norm: Buf,
     pub q_rope: Buf,
     pub latent: Buf,
+    /// MLA's absorbed query (`q_nope` through W_UK).
+    pub q_latent: Buf,
 }
 
 impl<Buf> Bufs<Buf> {
@@ -100,6 +102,7 @@ impl<Buf> Bufs<Buf> {
             q_a_norm: b.buf(0),
             q_rope: b.buf(0),
             latent: b.buf(0),
+            q_latent: b.buf(0),
         }
     }
 }

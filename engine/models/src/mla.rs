@@ -199,18 +199,19 @@ impl<W> Mla<W> {
             (&s.k, &self.kv_norm, d.eps),
             &mut s.latent,
             (&mut s.q_rope, &mut s.v),
+            (&s.q, &self.w_uk_t, &mut s.q_latent),
             d.n_heads,
             &d.rope,
+            kinds,
             step,
         );
-        b.linear_heads(&s.q, kinds, &self.w_uk_t, d.n_heads, &mut s.k);
         let shape = MlaShape {
             n_heads: d.n_heads,
             kv_lora_rank: d.kv_lora_rank,
             rope_dim: d.rope_dim,
             scale: d.scale,
         };
-        b.mla_attention(kv, i, &s.k, &s.q_rope, shape, step, &mut s.attn);
+        b.mla_attention(kv, i, &s.q_latent, &s.q_rope, shape, step, &mut s.attn);
         b.linear_heads(&s.attn, kinds, &self.w_uv, d.n_heads, &mut s.act);
         b.linear_residual(&s.act, kinds, &self.o, x);
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 use crate::BackendError;
 
@@ -67,6 +67,9 @@ pub struct Kernels {
     rope_write_kv: [CudaFunction; 2],
     moe_route: CudaFunction,
     moe_route_gemv: CudaFunction,
+    /// moe_route_gemv's arrival counters, one a row (GEMV_MAX_ROWS), zeroed here; the kernel
+    /// leaves them zero.
+    route_arrivals: (CudaSlice<u32>, u64),
     moe_gate_up: CudaFunction,
     moe_down: CudaFunction,
     moe_combine: CudaFunction,
@@ -83,6 +86,7 @@ pub struct Kernels {
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
     mla_prep: [CudaFunction; 2],
+    mla_prep_absorb: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
     mla_merge: CudaFunction,
     mla_gather: [CudaFunction; 2],
@@ -127,7 +131,7 @@ fn row_threads(n: usize) -> u32 {
 }
 
 /// Threads for the RMS norms: one 16-byte access each where rows allow (see norm_row).
-fn norm_threads(n: usize) -> u32 {
+pub(super) fn norm_threads(n: usize) -> u32 {
     let lanes = if n.is_multiple_of(4) { n / 4 } else { n };
     (lanes.div_ceil(32) * 32).clamp(32, 1024) as u32
 }
@@ -163,8 +167,8 @@ pub use attention::AttnLaunch;
 use launch::Launch;
 mod moe_mla;
 pub use moe_mla::{
-    MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS,
-    MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK, MOE_ROUTE_GEMV_MAX,
+    MlaAbsorb, MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE,
+    MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
 
 impl Kernels {
@@ -227,6 +231,11 @@ impl Kernels {
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             moe_route: f("moe_route")?,
             moe_route_gemv: f("moe_route_gemv")?,
+            route_arrivals: {
+                let b = stream.alloc_zeros::<u32>(GEMV_MAX_ROWS)?;
+                let p = b.device_ptr(&stream).0;
+                (b, p)
+            },
             moe_gate_up: f("moe_gate_up")?,
             moe_down: f("moe_down")?,
             moe_combine: f("moe_combine")?,
@@ -240,6 +249,7 @@ impl Kernels {
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_prep: [f("mla_prep")?, f("mla_prep_fp8")?],
+            mla_prep_absorb: [f("mla_prep_absorb")?, f("mla_prep_absorb_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
             mla_merge: f("mla_merge")?,
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],

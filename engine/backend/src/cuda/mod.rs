@@ -794,11 +794,15 @@ impl Backend for CudaBackend {
         norm: (&CudaBuf, &CudaWeight, f32),
         latent: &mut CudaBuf,
         ropes: (&mut CudaBuf, &mut CudaBuf),
+        absorb: (&CudaBuf, &CudaWeight, &mut CudaBuf),
         n_heads: usize,
         rope: &RopeSpec,
+        prefill: &[bool],
         step: &CudaStep,
     ) {
-        self.mla_prep_op(cache, layer, norm, latent, ropes, n_heads, rope, step);
+        self.mla_prep_op(
+            cache, layer, norm, latent, ropes, absorb, n_heads, rope, prefill, step,
+        );
     }
 
     fn mla_attention(

@@ -4,8 +4,9 @@
 use super::buffers::matmul_input_bf16;
 use super::gemm::Out;
 use super::kernels::{
-    MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, RopeShape, GEMV_MAX_ROWS, MLA_MAX_RANK,
-    MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK, MOE_ROUTE_GEMV_MAX,
+    norm_threads, MlaAbsorb, MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, RopeShape,
+    GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS,
+    MOE_MAX_TOPK,
 };
 use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
@@ -126,7 +127,7 @@ impl CudaBackend {
         let [logits_p, ids, weights, act, shared_act, shared_out, slot, order, experts, n_active, y] =
             floats.map(|f| carve(&mut at, f * 4));
         let router = match layer.router.matrix() {
-            Some((ptr, n, h)) if small && n * h <= MOE_ROUTE_GEMV_MAX => ptr,
+            Some((ptr, _, _)) if small => ptr,
             _ => {
                 let mut logits = Self::view(logits_p, floats[0]);
                 self.linear(x, prefill, layer.router, None, &mut logits);
@@ -386,8 +387,10 @@ impl CudaBackend {
         (k, kv_norm, eps): (&CudaBuf, &CudaWeight, f32),
         latent: &mut CudaBuf,
         (q_rope, k_rope): (&mut CudaBuf, &mut CudaBuf),
+        (q_nope, w_uk, q_latent): (&CudaBuf, &CudaWeight, &mut CudaBuf),
         n_heads: usize,
         rope: &RopeSpec,
+        prefill: &[bool],
         step: &CudaStep,
     ) {
         let t0 = self.prof_begin();
@@ -400,6 +403,22 @@ impl CudaBackend {
             "mla_prep: the rotary key fills the cache row past the latent"
         );
         self.ensure_as(latent, k.len, matmul_input_bf16(rows));
+        // Decode rows take the absorbed query's dot products in the same launch.
+        let (wp, wr, nope) = w_uk.matrix().expect("mla_prep: W_UK must be a matrix");
+        let absorb = (rows <= GEMV_MAX_ROWS
+            && !q_nope.bf16
+            && wr == n_heads * rank
+            && norm_threads(rank) <= 256)
+            .then(|| {
+                self.ensure(q_latent, rows * n_heads * rank);
+                MlaAbsorb {
+                    q_nope: q_nope.ptr,
+                    w_uk: wp,
+                    q_lat: q_latent.ptr,
+                    nope,
+                }
+            });
+        let fused = absorb.is_some();
         let inv_freq = self.state().step.inv_freq(&self.stream, &rope.inv_freq);
         let r = inv_freq.and_then(|inv_freq| {
             self.kernels.mla_prep(&MlaPrepLaunch {
@@ -423,9 +442,14 @@ impl CudaBackend {
                     rotary_dim: rope.rotary_dim,
                     neox: rope.neox,
                 },
+                absorb,
             })
         });
+        if fused {
+            return self.finish("mla_prep + absorbed query", t0, r);
+        }
         self.finish("mla_prep", t0, r);
+        self.linear_heads_op(q_nope, prefill.len(), w_uk, n_heads, q_latent);
     }
 
     #[allow(clippy::too_many_arguments)]

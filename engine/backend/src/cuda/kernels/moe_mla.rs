@@ -11,10 +11,8 @@ pub const MOE_MAX_TOPK: usize = 32;
 pub const MOE_MAX_GROUPS: usize = 64;
 /// Warps per block of the expert kernels (MOE_WARPS): one output feature each.
 const MOE_WARPS: usize = 8;
-/// moe_route_gemv's warps per block (MOE_ROUTE_WARPS), and the largest router (experts x
-/// hidden) it takes: one block reads the whole router for its row (GLM-4.7-Flash: 64 x 2,048).
-const MOE_ROUTE_WARPS: u32 = 32;
-pub const MOE_ROUTE_GEMV_MAX: usize = 256 * 1024;
+/// moe_route_gemv's warps per block (MOE_ROUTE_WARPS), a router row (expert logit) each.
+const MOE_ROUTE_WARPS: u32 = 4;
 /// moe_tc.cu's sort block (MT_SORT_THREADS, at least MOE_MAX_EXPERTS) and warps per block
 /// (MT_WARPS).
 const MOE_SORT_THREADS: u32 = 512;
@@ -61,6 +59,17 @@ pub struct MlaPrepLaunch {
     pub rows: usize,
     pub rank: usize,
     pub rope: RopeShape,
+    /// The absorbed query computed in the same launch (mla_prep_absorb), for decode rows.
+    pub absorb: Option<MlaAbsorb>,
+}
+
+/// linear_heads of the query's non-rotary part (`[rows, n_heads * nope]` f32) by W_UK (`[n_heads
+/// * rank, nope]` bf16) into `q_lat` (`[rows, n_heads * rank]` f32).
+pub struct MlaAbsorb {
+    pub q_nope: u64,
+    pub w_uk: u64,
+    pub q_lat: u64,
+    pub nope: usize,
 }
 
 pub struct MoeLaunch {
@@ -134,15 +143,22 @@ impl Kernels {
         let (ng, tg) = (r.n_group.max(1) as i32, r.topk_group as i32);
         let scale = r.routed_scaling_factor;
         if a.router != 0 {
+            // One arrival counter a row.
+            assert!(rows <= super::GEMV_MAX_ROWS, "moe_route_gemv: {rows} rows");
             let (xb, h) = (i32::from(a.x_bf16), s.hidden as i32);
             return launch!(
                 @fn self,
                 &self.moe_route_gemv,
-                cfg((rows as u32, 1), MOE_ROUTE_WARPS * 32),
+                cfg(
+                    (rows as u32, r.n_experts.div_ceil(MOE_ROUTE_WARPS as usize) as u32),
+                    MOE_ROUTE_WARPS * 32
+                ),
                 a.x,
                 xb,
                 a.router,
                 a.bias,
+                a.logits,
+                self.route_arrivals.1,
                 a.ids,
                 a.weights,
                 h,
@@ -407,7 +423,8 @@ impl Kernels {
     }
 
     /// MLA's per-token preparation (mla.cu's mla_prep): a block per row, as many threads as
-    /// the latent's RMS norm takes alone (so its sums match rms_norm's).
+    /// the latent's RMS norm takes alone. With `absorb`, mla_prep_absorb: the same blocks of
+    /// 256 threads (whose norm sums match: the extra threads add zeros) beside linear_heads'.
     pub fn mla_prep(&self, a: &MlaPrepLaunch) -> Result<(), BackendError> {
         let r = &a.rope;
         let (nh, hd, rd, neox) = (
@@ -417,6 +434,44 @@ impl Kernels {
             i32::from(r.neox),
         );
         let (lb, rank) = (i32::from(a.latent_bf16), a.rank as i32);
+        assert!(a.rank.is_multiple_of(4), "mla_prep: rank {}", a.rank);
+        if let Some(q) = &a.absorb {
+            assert!(
+                norm_threads(a.rank) <= 256,
+                "mla_prep_absorb: rank {} needs more threads",
+                a.rank
+            );
+            let (nope, rows) = (q.nope as i32, a.rows as i32);
+            return launch!(
+                @fn self,
+                &self.mla_prep_absorb[usize::from(a.fp8)],
+                cfg(
+                    (a.rank.div_ceil(8) as u32, (a.rows * (1 + r.n_heads)) as u32),
+                    256
+                ),
+                a.k,
+                a.kv_norm,
+                a.latent,
+                lb,
+                a.eps,
+                a.q_rope,
+                a.k_rope,
+                a.positions,
+                a.inv_freq,
+                nh,
+                hd,
+                rd,
+                neox,
+                a.slots,
+                a.cache,
+                rank,
+                q.q_nope,
+                q.w_uk,
+                q.q_lat,
+                nope,
+                rows
+            );
+        }
         launch!(
             @fn self,
             &self.mla_prep[usize::from(a.fp8)],
@@ -659,7 +714,7 @@ impl Kernels {
         launch!(
             self,
             mla_tc_merge,
-            cfg((n_heads as u32, a.rows as u32), 128),
+            cfg((n_heads as u32, a.rows as u32), (MLA_TC_SHAPE.0 / 2) as u32),
             parts,
             a.out,
             a.tok_seq,
