@@ -189,6 +189,33 @@ fn linear_heads_matches_cpu() {
     }
 }
 
+/// Two-layer latent caches of `width`-wide rows: the CPU's (its default type) and the GPU's in
+/// `dtype`.
+fn latent_caches(
+    cpu: &CpuBackend,
+    gpu: &CudaBackend,
+    width: usize,
+    (num_blocks, block_size): (usize, usize),
+    dtype: KvDtype,
+) -> (
+    <CpuBackend as Backend>::KvCache,
+    <CudaBackend as Backend>::KvCache,
+) {
+    let spec = KvCacheSpec {
+        num_layers: 2,
+        num_blocks,
+        block_size,
+        num_kv_heads: 1,
+        head_dim: width,
+        dtype: Default::default(),
+        latent: true,
+    };
+    (
+        cpu.alloc_kv(spec).unwrap(),
+        gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+    )
+}
+
 /// MLA's preparation (the latent's norm, RoPE on the query and key, the cache write and the
 /// absorbed query) against the CPU's ops one after another: decode rows (one launch on the GPU,
 /// beside the absorbed query's dot products), a prefill-sized step, and small dimensions. Each row is then its own sequence of one key, so attention gives back the
@@ -208,19 +235,7 @@ fn mla_prep_matches_cpu() {
         (2, 32, 8, 4, 16, KvDtype::Bf16),
     ] {
         let bs = 4;
-        let spec = KvCacheSpec {
-            num_layers: 2,
-            num_blocks: 16,
-            block_size: bs,
-            num_kv_heads: 1,
-            head_dim: rank + rope,
-            dtype: Default::default(),
-            latent: true,
-        };
-        let (mut kc, mut kg) = (
-            cpu.alloc_kv(spec).unwrap(),
-            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
-        );
+        let (mut kc, mut kg) = latent_caches(&cpu, &gpu, rank + rope, (16, bs), dtype);
         let step = ForwardBatch {
             tokens: vec![0; rows],
             positions: (0..rows as u32).map(|r| 5 * r + 3).collect(),
@@ -344,19 +359,7 @@ fn mla_attention_matches_cpu_on_a_mixed_batch() {
     ] {
         let bs: usize = 4;
         let num_blocks = 512;
-        let spec = KvCacheSpec {
-            num_layers: 2,
-            num_blocks,
-            block_size: bs,
-            num_kv_heads: 1,
-            head_dim: rank + rope,
-            dtype: Default::default(),
-            latent: true,
-        };
-        let (mut kc, mut kg) = (
-            cpu.alloc_kv(spec).unwrap(),
-            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
-        );
+        let (mut kc, mut kg) = latent_caches(&cpu, &gpu, rank + rope, (num_blocks, bs), dtype);
         let a_blocks: Vec<u32> = (0..(pre_a + chunk).div_ceil(bs) as u32)
             .map(|i| (i * 5 + 3) % num_blocks as u32)
             .collect();

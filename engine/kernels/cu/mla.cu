@@ -171,31 +171,24 @@ __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
     }
 }
 
-// A block per row.
+// Without the absorbed query (q_nope null), a block per row (grid rows) of as many threads as
+// the latent's RMS norm takes alone. With it (decode rows: the two are independent, and the
+// preparation is a latency chain the dot products run beside), grid (ceil(rank / 8), rows +
+// rows * n_heads) of 256 threads: blocks (0, r < rows) prepare row r (the rest of those rows
+// exit), blocks (x, rows + rh) compute linear_heads' outputs x * 8 .. of q_nope's (row, head)
+// rh by W_UK into q_lat.
 #define MLA_PREP(NAME, T)                                                                        \
     extern "C" __global__ void NAME(                                                             \
-        const float* k, const float* kv_norm, void* latent, int lat_bf16, float eps,             \
-        float* q_rope, float* k_rope, const uint32_t* pos, const float* inv_freq, int n_heads,   \
-        int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank) {     \
-        pdl_begin();                                                                             \
-        mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq, n_heads, \
-                      head_dim, rotary_dim, neox, slots, cache, rank, blockIdx.x);               \
-    }
-MLA_PREP(mla_prep, bf16)
-MLA_PREP(mla_prep_fp8, fp8)
-
-// mla_prep and the absorbed query (linear_heads of q_nope by W_UK into q_lat) in one launch, for
-// decode rows (the two are independent, and the preparation is a latency chain the dot products
-// run beside): grid (ceil(rank / 8), rows + rows * n_heads), 256 threads. Blocks (0, r < rows)
-// prepare row r (the rest of those rows exit); blocks (x, rows + rh) compute outputs x * 8 ..
-// of (row, head) rh.
-#define MLA_PREP_ABSORB(NAME, T)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                                      \
         const float* k, const float* kv_norm, void* latent, int lat_bf16, float eps,             \
         float* q_rope, float* k_rope, const uint32_t* pos, const float* inv_freq, int n_heads,   \
         int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank,       \
         const float* q_nope, const bf16* w_uk, float* q_lat, int nope, int rows) {              \
         pdl_begin();                                                                             \
+        if (!q_nope) {                                                                           \
+            mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq,      \
+                          n_heads, head_dim, rotary_dim, neox, slots, cache, rank, blockIdx.x);  \
+            return;                                                                              \
+        }                                                                                        \
         if ((int)blockIdx.y < rows) {                                                            \
             if (blockIdx.x == 0)                                                                 \
                 mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq,  \
@@ -206,8 +199,8 @@ MLA_PREP(mla_prep_fp8, fp8)
         linear_heads_body(q_nope, w_uk, q_lat, n_heads, rank, nope, blockIdx.x,                 \
                           blockIdx.y - rows);                                                    \
     }
-MLA_PREP_ABSORB(mla_prep_absorb, bf16)
-MLA_PREP_ABSORB(mla_prep_absorb_fp8, fp8)
+MLA_PREP(mla_prep, bf16)
+MLA_PREP(mla_prep_fp8, fp8)
 
 // One block of MLA_WARPS warps per (head, row, split), heads varying fastest so that a row's
 // heads read its latent rows from L2 together: split z of gridDim.z takes the z-th share of the

@@ -86,7 +86,6 @@ pub struct Kernels {
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
     mla_prep: [CudaFunction; 2],
-    mla_prep_absorb: [CudaFunction; 2],
     mla_attention: [CudaFunction; 2],
     mla_merge: CudaFunction,
     mla_gather: [CudaFunction; 2],
@@ -249,7 +248,6 @@ impl Kernels {
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_prep: [f("mla_prep")?, f("mla_prep_fp8")?],
-            mla_prep_absorb: [f("mla_prep_absorb")?, f("mla_prep_absorb_fp8")?],
             mla_attention: [f("mla_attention")?, f("mla_attention_fp8")?],
             mla_merge: f("mla_merge")?,
             mla_gather: [f("mla_gather")?, f("mla_gather_fp8")?],

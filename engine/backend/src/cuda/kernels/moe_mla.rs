@@ -423,8 +423,8 @@ impl Kernels {
     }
 
     /// MLA's per-token preparation (mla.cu's mla_prep): a block per row, as many threads as
-    /// the latent's RMS norm takes alone. With `absorb`, mla_prep_absorb: the same blocks of
-    /// 256 threads (whose norm sums match: the extra threads add zeros) beside linear_heads'.
+    /// the latent's RMS norm takes alone; with `absorb`, those blocks of 256 threads (whose
+    /// norm sums match: the extra threads add zeros) beside linear_heads'.
     pub fn mla_prep(&self, a: &MlaPrepLaunch) -> Result<(), BackendError> {
         let r = &a.rope;
         let (nh, hd, rd, neox) = (
@@ -433,49 +433,25 @@ impl Kernels {
             r.rotary_dim as i32,
             i32::from(r.neox),
         );
-        let (lb, rank) = (i32::from(a.latent_bf16), a.rank as i32);
+        let (lb, rank, rows) = (i32::from(a.latent_bf16), a.rank as i32, a.rows as i32);
         assert!(a.rank.is_multiple_of(4), "mla_prep: rank {}", a.rank);
-        if let Some(q) = &a.absorb {
-            assert!(
-                norm_threads(a.rank) <= 256,
-                "mla_prep_absorb: rank {} needs more threads",
-                a.rank
-            );
-            let (nope, rows) = (q.nope as i32, a.rows as i32);
-            return launch!(
-                @fn self,
-                &self.mla_prep_absorb[usize::from(a.fp8)],
-                cfg(
-                    (a.rank.div_ceil(8) as u32, (a.rows * (1 + r.n_heads)) as u32),
-                    256
-                ),
-                a.k,
-                a.kv_norm,
-                a.latent,
-                lb,
-                a.eps,
-                a.q_rope,
-                a.k_rope,
-                a.positions,
-                a.inv_freq,
-                nh,
-                hd,
-                rd,
-                neox,
-                a.slots,
-                a.cache,
-                rank,
-                q.q_nope,
-                q.w_uk,
-                q.q_lat,
-                nope,
-                rows
-            );
-        }
+        let (grid, threads, q) = match &a.absorb {
+            Some(q) => {
+                assert!(
+                    norm_threads(a.rank) <= 256,
+                    "mla_prep: rank {} needs more threads than the absorb's blocks",
+                    a.rank
+                );
+                let grid = (a.rank.div_ceil(8), a.rows * (1 + r.n_heads));
+                (grid, 256, (q.q_nope, q.w_uk, q.q_lat, q.nope as i32))
+            }
+            None => ((a.rows, 1), norm_threads(a.rank), (0, 0, 0, 0)),
+        };
+        let (q_nope, w_uk, q_lat, nope) = q;
         launch!(
             @fn self,
             &self.mla_prep[usize::from(a.fp8)],
-            cfg((a.rows as u32, 1), norm_threads(a.rank)),
+            cfg((grid.0 as u32, grid.1 as u32), threads),
             a.k,
             a.kv_norm,
             a.latent,
@@ -491,7 +467,12 @@ impl Kernels {
             neox,
             a.slots,
             a.cache,
-            rank
+            rank,
+            q_nope,
+            w_uk,
+            q_lat,
+            nope,
+            rows
         )
     }
 
