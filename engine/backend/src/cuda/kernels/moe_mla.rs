@@ -59,7 +59,7 @@ pub struct MlaPrepLaunch {
     pub rows: usize,
     pub rank: usize,
     pub rope: RopeShape,
-    /// The absorbed query computed in the same launch (mla_prep_absorb), for decode rows.
+    /// The absorbed query computed in the same launch (mla_prep's extra blocks), for decode rows.
     pub absorb: Option<MlaAbsorb>,
 }
 
