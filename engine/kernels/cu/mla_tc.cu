@@ -159,33 +159,39 @@ __device__ __forceinline__ void mla_tc_body(
         if (n_tiles > 1)
             mtc_rows<T, NT>(next_rows, table, k_begin + MTC_BK, k_end - 1, blocks);
     }
-    // Q, scaled by scale * log2(e) so the softmax uses exp2; zero rows pad the tile.
-    // Loads in batches of QB per thread, all in flight before their stores (one round trip
-    // per batch, not per pair: this prologue dominated short decode contexts).
+    // Q, scaled by scale * log2(e) so the softmax uses exp2; zero rows pad the tile. Thread i
+    // takes row i / TPR of the tile (its token and head worked out once) and every TPR-th
+    // float4 of it, all loads in flight before the stores: per-pair index arithmetic made this
+    // prologue most of a short decode context's time.
     {
-        constexpr int PAIRS = M * (MTC_W / 2), QB = 12;
+        constexpr int TPR = NT / M;                  // threads per row
+        constexpr int PER = MTC_W / 4 / TPR;         // float4s per thread
+        constexpr int LAT = MTC_RANK / 4 / TPR;      // of them from q_lat, the rest from q_rope
+        static_assert(MTC_W / 4 % TPR == 0 && MTC_RANK / 4 % TPR == 0, "Q prologue split");
         const float qsc = scale * 1.4426950408889634f;
-        for (int x0 = threadIdx.x; x0 < PAIRS; x0 += QB * NT) {
-            float2 v[QB];
+        const int r = threadIdx.x / TPR, c0 = threadIdx.x % TPR;
+        const bool ok = row_ok(r);
+        const size_t th = ok ? (size_t)(t + r / hg) * n_heads + h0 + r % hg : 0;
+        const float4* lat = reinterpret_cast<const float4*>(q_lat + th * MTC_RANK);
+        const float4* rope = reinterpret_cast<const float4*>(q_rope + th * MTC_ROPE);
+        // In one batch of loads, or three where registers are held to 128 (the narrow fp8
+        // variant, two blocks an SM).
+        constexpr int BATCHES = L::FP8 && MT == 2 ? 3 : 1, PER_BATCH = PER / BATCHES;
+        static_assert(PER % BATCHES == 0, "Q prologue batches");
+#pragma unroll 1
+        for (int b = 0; b < BATCHES; b++) {
+            float4 v[PER_BATCH];
 #pragma unroll
-            for (int i = 0; i < QB; i++) {
-                const int x = x0 + i * NT;
-                const int r = x / (MTC_W / 2), d = 2 * (x % (MTC_W / 2));
-                v[i] = make_float2(0.f, 0.f);
-                if (x < PAIRS && row_ok(r)) {
-                    const size_t th = (size_t)(t + r / hg) * n_heads + h0 + r % hg;
-                    v[i] = d < MTC_RANK ? *reinterpret_cast<const float2*>(q_lat + th * MTC_RANK + d)
-                                        : *reinterpret_cast<const float2*>(
-                                              q_rope + th * MTC_ROPE + d - MTC_RANK);
-                }
+            for (int u = 0; u < PER_BATCH; u++) {
+                const int i = b * PER_BATCH + u;
+                v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (ok) v[u] = i < LAT ? lat[c0 + TPR * i] : rope[c0 + TPR * (i - LAT)];
             }
 #pragma unroll
-            for (int i = 0; i < QB; i++) {
-                const int x = x0 + i * NT;
-                if (x >= PAIRS) break;
-                const int r = x / (MTC_W / 2), d = 2 * (x % (MTC_W / 2));
-                *reinterpret_cast<uint32_t*>(&qs[r][d]) = Mma::pack(v[i].x * qsc, v[i].y * qsc);
-            }
+            for (int u = 0; u < PER_BATCH; u++)
+                *reinterpret_cast<uint2*>(&qs[r][4 * (c0 + TPR * (b * PER_BATCH + u))]) =
+                    make_uint2(Mma::pack(v[u].x * qsc, v[u].y * qsc),
+                               Mma::pack(v[u].z * qsc, v[u].w * qsc));
         }
     }
 
