@@ -1,0 +1,161 @@
+//! Opening the device: the probe, the backend's construction, memory facts and the copy
+//! bandwidth the memory-bound kernels are judged against.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use cudarc::driver::CudaContext;
+use cudarc::nvrtc::Ptx;
+
+use super::arena::Arena;
+use super::gemm::Gemm;
+use super::graph::DecodeGraphs;
+use super::kernels::Kernels;
+use super::{step, CudaBackend, State};
+use crate::BackendError;
+
+/// Device facts for the startup log and the memory planner.
+#[derive(Debug, Clone)]
+pub struct CudaDeviceInfo {
+    pub name: String,
+    pub free_bytes: usize,
+    pub total_bytes: usize,
+}
+
+impl CudaBackend {
+    /// Whether the CUDA driver and cuBLASLt can be loaded and at least one GPU is visible.
+    pub fn probe() -> Result<usize, String> {
+        // SAFETY: these only try to dlopen the libraries.
+        let (driver, blas) = unsafe {
+            (
+                cudarc::driver::sys::is_culib_present(),
+                cudarc::cublaslt::sys::is_culib_present(),
+            )
+        };
+        if !driver {
+            return Err("no CUDA driver library (libcuda.so) found".into());
+        }
+        if !blas {
+            return Err("no cuBLASLt library (libcublasLt.so) found".into());
+        }
+        let n = CudaContext::device_count().map_err(|e| format!("CUDA driver: {e}"))?;
+        if n < 1 {
+            return Err("the CUDA driver sees no GPU".into());
+        }
+        Ok(n as usize)
+    }
+
+    pub fn new(ordinal: usize) -> Result<Self, BackendError> {
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: the backend runs everything on one stream, in order, and frees device memory
+        // stream-ordered; cudarc's per-buffer events would only add overhead to every launch.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of its own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream()?;
+        let module = ctx.load_module(Ptx::from_binary(hearth_kernels::FATBIN.to_vec()))?;
+        let kernels = Kernels::load(&module, stream.clone())?;
+        let device_name = ctx.name()?;
+        let state = State {
+            arena: Arena::new(stream.clone()),
+            gemm: Gemm::new(stream.clone())?,
+            step: step::Staging::default(),
+            scratch: None,
+            fused: None,
+            attn_parts: None,
+            moe: None,
+            moe_grouped: None,
+            mla: None,
+            mla_parts: None,
+            uploader: None,
+            graphs: DecodeGraphs::default(),
+            moves: 0,
+        };
+        let profile = (std::env::var("HEARTH_CUDA_PROFILE").as_deref() == Ok("1"))
+            .then(|| Mutex::new(HashMap::new()));
+        // Profiling times each op on its own, which a graph would hide.
+        let graphs_allowed =
+            profile.is_none() && std::env::var("HEARTH_CUDA_GRAPHS").as_deref() != Ok("0");
+        Ok(CudaBackend {
+            ctx,
+            stream,
+            kernels,
+            device_name,
+            state: Mutex::new(state),
+            graphs_allowed,
+            graphs: std::sync::atomic::AtomicBool::new(false),
+            profile,
+        })
+    }
+
+    pub fn device_info(&self) -> Result<CudaDeviceInfo, BackendError> {
+        let (free, total) = self.ctx.mem_get_info()?;
+        Ok(CudaDeviceInfo {
+            name: self.device_name.clone(),
+            free_bytes: free,
+            total_bytes: total,
+        })
+    }
+
+    /// Sizes the step arena for activations of up to `bytes` (the planner's reserve).
+    pub fn reserve_activations(&self, bytes: usize) -> Result<(), BackendError> {
+        self.state().arena.reserve(bytes)
+    }
+
+    /// Sizes the matmul scratch: `input_bytes` for the bf16 copy of a matmul's input rows,
+    /// `fused_bytes` for a fused matmul's output (the planner's reserve, so that no step
+    /// allocates after the KV cache took the rest).
+    pub fn reserve_scratch(
+        &self,
+        input_bytes: usize,
+        fused_bytes: usize,
+    ) -> Result<(), BackendError> {
+        self.fixed_buf(|st| &mut st.scratch, input_bytes)?;
+        self.fixed_buf(|st| &mut st.fused, fused_bytes)?;
+        Ok(())
+    }
+
+    /// Bytes the arena holds now (after a warmup step: the activations' real peak).
+    pub fn activation_bytes(&self) -> usize {
+        self.state().arena.capacity()
+    }
+
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    /// Device-to-device copy bandwidth in bytes per second (bytes read plus bytes written) over
+    /// a `bytes`-long buffer: the roofline memory-bound kernels are judged against.
+    pub fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError> {
+        let half = bytes / 2;
+        // SAFETY: both buffers are written by the copies below before being read again; the
+        // source's contents do not matter to a bandwidth measurement.
+        let (src, dst) = unsafe {
+            (
+                self.stream.alloc::<u8>(half)?,
+                self.stream.alloc::<u8>(half)?,
+            )
+        };
+        let (s, d) = (self.dptr(&src), self.dptr(&dst));
+        let copy = || {
+            // SAFETY: s and d are live allocations of `half` bytes on this stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(d, s, half, self.stream.cu_stream())
+            }
+        };
+        copy()?;
+        self.stream.synchronize()?;
+        let reps = 20;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            copy()?;
+        }
+        self.stream.synchronize()?;
+        Ok(2.0 * (half * reps) as f64 / t0.elapsed().as_secs_f64())
+    }
+
+    /// Decode batch sizes with a captured graph (for the startup log).
+    pub fn captured_graphs(&self) -> Vec<usize> {
+        self.state().graphs.captured()
+    }
+}
