@@ -48,6 +48,16 @@ __device__ __forceinline__ float block_max(float v) {
     return warp_max(lane < (int)(blockDim.x >> 5) ? partial[lane] : -INFINITY);
 }
 
+// A 16-byte load of weights that are streamed (read once a step): it skips L1, which keeps the
+// activations the same warps read over and over.
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
 // Unpacks 8 bf16 values held in a 16-byte vector.
 __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float* f) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};

@@ -43,7 +43,7 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
 #pragma unroll
                 for (int r = 0; r < R; r++)
                     wv[u][r] = kb + 32 * u < k_end
-                                   ? __ldg(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
+                                   ? ldg_stream(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
                                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < U; u++) {

@@ -58,7 +58,7 @@ __device__ __forceinline__ void linear_heads_body(const float* __restrict__ x,
         // 16-byte weight loads, two float4 of x each.
         for (int i = lane * 8; i < k; i += 32 * 8) {
             float wf[8];
-            bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(wr + i)), wf);
+            bf16x8_to_f32(ldg_stream(wr + i), wf);
             const float4 a = *reinterpret_cast<const float4*>(xr + i);
             const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
             s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +

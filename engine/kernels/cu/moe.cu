@@ -44,7 +44,7 @@ __device__ __forceinline__ float warp_row_dot(const bf16* __restrict__ w, const 
 #pragma unroll
             for (int c = 0; c < MOE_DOWN_LOADS; c++) {
                 const int i = i0 + 32 * 8 * c;
-                wv[c] = i < n ? __ldg(reinterpret_cast<const uint4*>(w + i)) : uint4{};
+                wv[c] = i < n ? ldg_stream(w + i) : uint4{};
             }
 #pragma unroll
             for (int c = 0; c < MOE_DOWN_LOADS; c++) {
@@ -124,45 +124,37 @@ __device__ __forceinline__ void route_row(const float* l, const float* __restric
         }
     }
     __syncwarp();
-    for (int j = 0; j < top_k; j++) {
-        float bv = -INFINITY;
-        int bi = 0x7fffffff;
-        for (int e = lane; e < n_experts; e += 32) {
-            if (!open_group[e / per_group]) continue;
-            bool taken = false;
-            for (int p = 0; p < j; p++) taken |= picked[p] == e;
-            if (!taken && ahead(choice[e], e, bv, bi)) {
-                bv = choice[e];
-                bi = e;
-            }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ahead(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if (lane == 0) picked[j] = bi;
-        __syncwarp();
+    // Expert e is chosen when fewer than top_k open experts are ahead of it (the order of
+    // `ahead`); a closed group's experts (NaN in `choice`) are never ahead nor chosen. Each lane
+    // ranks its experts against all of them, so the choice takes no rounds of reductions; the
+    // chosen land in picked[] in ascending id order.
+    for (int e = lane; e < n_experts; e += 32) {
+        const float v = choice[e];
+        choice[e] = !open_group[e / per_group] ? NAN : isnan(v) ? -INFINITY : v;
     }
-    if (lane == 0) {
-        // Ascending expert id (insertion sort of at most MOE_MAX_TOPK).
-        for (int a = 1; a < top_k; a++)
-            for (int b = a; b > 0 && picked[b - 1] > picked[b]; b--) {
-                const int t = picked[b];
-                picked[b] = picked[b - 1];
-                picked[b - 1] = t;
-            }
-        float sum = 0.f;
-        for (int j = 0; j < top_k; j++) sum += score[picked[j]];
-        const float denom = norm ? (sigmoid ? sum + 1e-20f : sum) : 1.f;
-        for (int j = 0; j < top_k; j++) {
-            ids[row * top_k + j] = picked[j];
-            weights[row * top_k + j] = score[picked[j]] / denom * scale;
+    __syncwarp();
+    int below = 0;  // chosen experts of lower ids than this round's
+    for (int e0 = 0; e0 < n_experts; e0 += 32) {
+        const int e = e0 + lane;
+        const float v = e < n_experts ? choice[e] : NAN;
+        int rank = 0;
+        if (!isnan(v)) {
+#pragma unroll 8
+            for (int f = 0; f < n_experts; f++) rank += ahead(choice[f], f, v, e);
         }
+        const bool chosen = !isnan(v) && rank < top_k;
+        const unsigned ballot = __ballot_sync(0xffffffffu, chosen);
+        if (chosen) picked[below + __popc(ballot & ((1u << lane) - 1))] = e;
+        below += __popc(ballot);
+    }
+    __syncwarp();
+    // The weights: every lane sums the chosen scores in id order, lane j writes choice j.
+    float sum = 0.f;
+    for (int j = 0; j < top_k; j++) sum += score[picked[j]];
+    const float denom = norm ? (sigmoid ? sum + 1e-20f : sum) : 1.f;
+    if (lane < top_k) {
+        ids[row * top_k + lane] = picked[lane];
+        weights[row * top_k + lane] = score[picked[lane]] / denom * scale;
     }
 }
 
@@ -254,8 +246,8 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
 #pragma unroll
             for (int c = 0; c < MOE_LOADS; c++) {
                 const int i = i0 + 32 * 8 * c;
-                gv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(g + i)) : uint4{};
-                uv[c] = i < hidden ? __ldg(reinterpret_cast<const uint4*>(u + i)) : uint4{};
+                gv[c] = i < hidden ? ldg_stream(g + i) : uint4{};
+                uv[c] = i < hidden ? ldg_stream(u + i) : uint4{};
             }
 #pragma unroll
             for (int c = 0; c < MOE_LOADS; c++) {
