@@ -20,6 +20,9 @@
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
 #            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8")
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
+#   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
+#            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
+#            barriers, against the copy rate (tests/device/chain_bench.cu; needs only nvcc there)
 # Results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/hearth-out}
@@ -144,6 +147,10 @@ smollm2)
     else
         echo "smollm2: GGUF parts missing" | tee -a "$OUT/summary.txt"
     fi
+    ;;
+chain)
+    t chain_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/chain_bench tests/device/chain_bench.cu
+    t chain timeout 240 /tmp/chain_bench
     ;;
 esac; done
 cat "$OUT/summary.txt"

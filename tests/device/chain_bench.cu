@@ -1,0 +1,446 @@
+// How close can a batch-1 decode get to the copy rate if a layer's dependent steps run as
+// separate kernels, or inside one persistent kernel with grid barriers between them?
+//
+// A decode token is modelled as a chain of GEMVs y = W x with the byte sizes of a model's
+// matrices (GLM-4.7-Flash: 11 steps a layer, 47 layers, then the head; Qwen3-8B: 7 steps a layer,
+// 36 layers, then the head). Each step reads the previous step's output, so nothing of a step may
+// start before the step before it has finished everywhere, which is what the engine's decode
+// graphs pay for in launch gaps and ramp-down tails. Every variant computes each row with the
+// same code and order (explicit roundings, so no contraction differs between kernels), so
+// their outputs must be equal bit for bit (checked).
+//
+// Variants: the chain as one kernel a step in a CUDA graph (plain; with programmatic dependent
+// launch; with PDL and each warp's first weight loads issued before griddepcontrol.wait), and as
+// one cooperative persistent kernel (cooperative_groups grid sync; a one-counter barrier; that
+// barrier with each warp's first weight loads of the next step issued before it; no barrier at
+// all, which races and gives only the streaming ceiling of this GEMV code). References in the same
+// run: cudaMemcpy device to device, and one kernel streaming every weight once.
+//
+// Build and run on the GPU machine: tests/device/run.sh chain (nvcc -O3 -arch=sm_90a).
+// Not part of the engine: a measurement to decide how the decode path is built next.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace cg = cooperative_groups;
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+constexpr int WARPS = 8;     // warps a block
+constexpr int THREADS = WARPS * 32;
+constexpr int U = 4;         // 16-byte weight loads in flight a lane
+constexpr int ACT = 1 << 18; // floats in each activation buffer (>= every N and K)
+
+struct Step {
+    const __nv_bfloat16* w;  // [n, k] row-major
+    int n, k;
+};
+
+struct Chain {
+    const Step* steps;  // device array
+    int count;
+    float* act[2];      // ping-pong activations: step i reads act[i & 1], writes act[(i + 1) & 1]
+    unsigned* counter;  // grid barrier arrivals (zeroed before each launch)
+    unsigned* error;    // set when a barrier spins too long
+};
+
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float dot8(uint4 u, const float* x) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s = __fmaf_rn(__uint_as_float(w[i] << 16), x[2 * i], s);
+        s = __fmaf_rn(__uint_as_float(w[i] & 0xffff0000u), x[2 * i + 1], s);
+    }
+    return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// The first U loads of row `r` of step `s` for this lane (zeros past the row's end).
+__device__ __forceinline__ void load_group(const Step& s, int r, int base, int lane,
+                                           uint4 (&v)[U]) {
+    const uint4* row = reinterpret_cast<const uint4*>(s.w + (size_t)r * s.k);
+    const int k8n = s.k >> 3;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = base + lane + 32 * u;
+        v[u] = c < k8n ? ldg_stream(row + c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+// Rows r = gwarp, gwarp + nwarps, ... of step s, x staged in shared memory. `pre` holds the
+// first load group of row gwarp when `have_pre`.
+__device__ void run_rows(const Step& s, const float* xs, float* y, int gwarp, int nwarps,
+                         uint4 (&pre)[U], bool have_pre) {
+    const int lane = threadIdx.x & 31;
+    const int k8n = s.k >> 3;
+    for (int r = gwarp; r < s.n; r += nwarps) {
+        float acc = 0.f;
+        for (int base = 0; base < k8n; base += 32 * U) {
+            uint4 v[U];
+            if (have_pre && r == gwarp && base == 0) {
+#pragma unroll
+                for (int u = 0; u < U; u++) v[u] = pre[u];
+            } else {
+                load_group(s, r, base, lane, v);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int c = base + lane + 32 * u;
+                if (c < k8n) acc = __fadd_rn(acc, dot8(v[u], xs + 8 * c));
+            }
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = acc;
+    }
+}
+
+__device__ __forceinline__ void stage_x(const float* x, float* xs, int k) {
+    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = __ldcg(x + i);
+    __syncthreads();
+}
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// One step as its own kernel. mode 0: plain; 1: PDL (wait, then trigger, as the engine does);
+// 2: PDL with the first load group issued before the wait.
+__global__ void __launch_bounds__(THREADS) step_kernel(Step s, const float* x, float* y, int mode) {
+    extern __shared__ float xs[];
+    const int gwarp = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int nwarps = gridDim.x * WARPS;
+    uint4 pre[U];
+    const bool have_pre = mode == 2 && gwarp < s.n;
+    if (have_pre) load_group(s, gwarp, 0, threadIdx.x & 31, pre);
+    if (mode >= 1) {
+        pdl_wait();
+        pdl_trigger();
+    }
+    stage_x(x, xs, s.k);
+    run_rows(s, xs, y, gwarp, nwarps, pre, have_pre);
+}
+
+__device__ __forceinline__ void counter_barrier(const Chain& c, unsigned target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(c.counter, 1u);
+        // A wait of more than ~1 s means the barrier is broken: give up and flag it, and skip
+        // every later wait, so a broken barrier costs seconds, not a hung GPU.
+        unsigned v = 0;
+        for (int spins = 0; *(volatile unsigned*)c.error == 0; spins++) {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c.counter) : "memory");
+            if (v >= target) break;
+            if (spins > (1 << 22)) atomicExch(c.error, 1u);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// The whole chain in one cooperative launch. mode 0: cooperative_groups grid sync; 1: counter
+// barrier; 2: counter barrier with the next step's first load group issued before it; 3: no
+// barrier (races; streaming ceiling only).
+__global__ void __launch_bounds__(THREADS) persistent_kernel(Chain c, int mode) {
+    extern __shared__ float xs[];
+    const int gwarp = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int nwarps = gridDim.x * WARPS;
+    const int lane = threadIdx.x & 31;
+    uint4 pre[U];
+    bool have_pre = false;
+    for (int i = 0; i < c.count; i++) {
+        const Step s = c.steps[i];
+        stage_x(c.act[i & 1], xs, s.k);
+        run_rows(s, xs, c.act[(i + 1) & 1], gwarp, nwarps, pre, have_pre);
+        if (i + 1 == c.count) break;
+        have_pre = false;
+        if (mode == 2) {
+            const Step next = c.steps[i + 1];
+            have_pre = gwarp < next.n;
+            if (have_pre) load_group(next, gwarp, 0, lane, pre);
+        }
+        if (mode == 0) {
+            cg::this_grid().sync();
+        } else if (mode <= 2) {
+            counter_barrier(c, (unsigned)gridDim.x * (unsigned)(i + 1));
+        } else {
+            __syncthreads();  // xs is restaged
+        }
+    }
+}
+
+// Every weight read once (xor of the words), the streaming ceiling of the read path.
+__global__ void read_kernel(const uint4* p, size_t n16, unsigned* sink) {
+    uint32_t a = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = ldg_stream(p + i);
+        a ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (a == 0x12345678u) atomicAdd(sink, 1u);
+}
+
+__global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        const float f = ((h & 0xffff) / 65535.f - 0.5f) * scale;
+        p[i] = __bfloat16_as_ushort(__float2bfloat16(f));
+    }
+}
+
+struct Model {
+    const char* name;
+    std::vector<Step> steps;  // host copy
+    size_t bytes = 0;
+    size_t max_k = 0;
+};
+
+static Model build(const char* name, int layers, const std::vector<std::pair<int, int>>& layer,
+                   std::pair<int, int> head, __nv_bfloat16** base) {
+    Model m;
+    m.name = name;
+    std::vector<std::pair<int, int>> shapes;
+    for (int l = 0; l < layers; l++)
+        for (auto s : layer) shapes.push_back(s);
+    shapes.push_back(head);
+    size_t elems = 0;
+    for (auto s : shapes) elems += (size_t)s.first * s.second;
+    CK(cudaMalloc(base, elems * 2));
+    fill_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(*base), elems, 7u, 0.06f);
+    CK(cudaGetLastError());
+    size_t off = 0;
+    for (auto s : shapes) {
+        m.steps.push_back(Step{*base + off, s.first, s.second});
+        off += (size_t)s.first * s.second;
+        if ((size_t)s.second > m.max_k) m.max_k = s.second;
+    }
+    m.bytes = elems * 2;
+    return m;
+}
+
+static float g_copy_tbs = 0.f;
+
+static void report(const Model& m, const char* variant, float ms) {
+    const double tbs = m.bytes / (ms * 1e-3) / 1e12;
+    printf("%-10s %-34s %8.3f ms/token %7.1f tok/s %5.2f TB/s %5.1f%% of copy\n", m.name, variant,
+           ms, 1000.0 / ms, tbs, 100.0 * tbs / g_copy_tbs);
+}
+
+template <class F>
+static float time_ms(cudaStream_t st, int reps, F f) {
+    for (int i = 0; i < 3; i++) f();
+    CK(cudaStreamSynchronize(st));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(cudaEventRecord(a, st));
+    for (int i = 0; i < reps; i++) f();
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms = 0.f;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms / reps;
+}
+
+static void run_model(const Model& m, int sms, cudaStream_t st) {
+    const int count = (int)m.steps.size();
+    const size_t smem = m.max_k * sizeof(float);
+    CK(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)smem));
+    Step* dsteps;
+    CK(cudaMalloc(&dsteps, count * sizeof(Step)));
+    CK(cudaMemcpy(dsteps, m.steps.data(), count * sizeof(Step), cudaMemcpyHostToDevice));
+    Chain c{dsteps, count, {nullptr, nullptr}, nullptr, nullptr};
+    CK(cudaMalloc(&c.act[0], ACT * sizeof(float)));
+    CK(cudaMalloc(&c.act[1], ACT * sizeof(float)));
+    CK(cudaMalloc(&c.counter, sizeof(unsigned)));
+    CK(cudaMalloc(&c.error, sizeof(unsigned)));
+    CK(cudaMemset(c.error, 0, sizeof(unsigned)));
+    float* init;
+    CK(cudaMalloc(&init, ACT * sizeof(float)));
+    fill_kernel<<<64, 256>>>(reinterpret_cast<uint16_t*>(init), ACT * 2, 99u, 1.f);
+    CK(cudaGetLastError());
+    const int final_buf = count & 1;
+    const int final_n = m.steps.back().n;
+    std::vector<float> ref(final_n), out(final_n);
+    auto reset = [&] {
+        CK(cudaMemcpyAsync(c.act[0], init, ACT * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CK(cudaMemcpyAsync(c.act[1], init, ACT * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    };
+    auto check = [&](const char* variant, bool first) {
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(first ? ref.data() : out.data(), c.act[final_buf], final_n * sizeof(float),
+                      cudaMemcpyDeviceToHost));
+        if (!first && memcmp(ref.data(), out.data(), final_n * sizeof(float)) != 0)
+            printf("%-10s %-34s OUTPUT DIFFERS from the plain graph\n", m.name, variant);
+    };
+
+    // Graph of one kernel a step.
+    int occ_step = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_step, step_kernel, THREADS, smem));
+    const char* graph_names[3] = {"graph, a kernel a step", "graph + PDL",
+                                  "graph + PDL, loads before wait"};
+    for (int mode = 0; mode < 3; mode++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < count; i++) {
+            const Step s = m.steps[i];
+            const int blocks = std::min((s.n + WARPS - 1) / WARPS, sms * occ_step);
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(blocks);
+            cfg.blockDim = dim3(THREADS);
+            cfg.dynamicSmemBytes = smem;
+            cfg.stream = st;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = (mode >= 1 && i > 0) ? 1 : 0;
+            CK(cudaLaunchKernelEx(&cfg, step_kernel, s, (const float*)c.act[i & 1],
+                                  c.act[(i + 1) & 1], mode));
+        }
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        reset();
+        CK(cudaGraphLaunch(ge, st));
+        check(graph_names[mode], mode == 0);
+        report(m, graph_names[mode], time_ms(st, 20, [&] { CK(cudaGraphLaunch(ge, st)); }));
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+    }
+
+    // One persistent cooperative kernel.
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, persistent_kernel, THREADS, smem));
+    const char* pnames[4] = {"persistent, cg grid sync", "persistent, counter barrier",
+                             "persistent, loads before barrier", "persistent, no barrier (races)"};
+    for (int per_sm : {1, 2, occ}) {
+        if (per_sm > occ) continue;
+        for (int mode = 0; mode < 4; mode++) {
+            auto launch = [&] {
+                CK(cudaMemsetAsync(c.counter, 0, sizeof(unsigned), st));
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3(sms * per_sm);
+                cfg.blockDim = dim3(THREADS);
+                cfg.dynamicSmemBytes = smem;
+                cfg.stream = st;
+                cudaLaunchAttribute attr[1];
+                attr[0].id = cudaLaunchAttributeCooperative;
+                attr[0].val.cooperative = 1;
+                cfg.attrs = attr;
+                cfg.numAttrs = 1;
+                CK(cudaLaunchKernelEx(&cfg, persistent_kernel, c, mode));
+            };
+            char name[96];
+            snprintf(name, sizeof name, "%s, %d/SM", pnames[mode], per_sm);
+            reset();
+            launch();
+            if (mode < 3) check(name, false);
+            report(m, name, time_ms(st, 20, launch));
+        }
+    }
+    unsigned err = 0;
+    CK(cudaMemcpy(&err, c.error, sizeof err, cudaMemcpyDeviceToHost));
+    if (err) printf("%-10s a grid barrier gave up spinning: timings above are void\n", m.name);
+    printf("%-10s %d steps, %.2f GB of weights, blocks/SM: step kernel %d, persistent %d\n",
+           m.name, count, m.bytes / 1e9, occ_step, occ);
+
+    // Streaming every weight once.
+    unsigned* sink;
+    CK(cudaMalloc(&sink, sizeof(unsigned)));
+    const uint4* base = reinterpret_cast<const uint4*>(m.steps[0].w);
+    report(m, "one kernel reading every weight", time_ms(st, 20, [&] {
+               read_kernel<<<sms * 8, 256, 0, st>>>(base, m.bytes / 16, sink);
+           }));
+    CK(cudaFree(sink));
+    CK(cudaFree(dsteps));
+    CK(cudaFree(c.act[0]));
+    CK(cudaFree(c.act[1]));
+    CK(cudaFree(c.counter));
+    CK(cudaFree(c.error));
+    CK(cudaFree(init));
+}
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+    // The reference rate: bytes moved by a 2 GiB device-to-device copy (read and written each
+    // count once, as the engine's roofline quotes it).
+    const size_t cb = 2ull << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, cb));
+    CK(cudaMalloc(&b, cb));
+    CK(cudaMemset(a, 1, cb));
+    const float cms = time_ms(st, 10, [&] { CK(cudaMemcpyAsync(b, a, cb, cudaMemcpyDeviceToDevice, st)); });
+    g_copy_tbs = (float)(2.0 * cb / (cms * 1e-3) / 1e12);
+    printf("copy: %.3f ms for 2 GiB, %.2f TB/s (read + write)\n", cms, g_copy_tbs);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+
+    // GLM-4.7-Flash at batch 1 (n, k of each dependent step): the norm; q_a + kv_a; q_b; the
+    // absorbed query (20 heads x 512 x 192); MLA over a short context (tiny); W_UV (20 x 256 x
+    // 512); o_proj; the norm; the router; 5 experts' gate/up; their down.
+    {
+        __nv_bfloat16* base;
+        Model m = build("glm47", 47,
+                        {{32, 2048}, {1344, 2048}, {5120, 768}, {10240, 192}, {64, 512},
+                         {5120, 512}, {2048, 5120}, {32, 2048}, {64, 2048}, {15360, 2048},
+                         {10240, 1536}},
+                        {154880, 2048}, &base);
+        CK(cudaDeviceSynchronize());
+        run_model(m, sms, st);
+        CK(cudaFree(base));
+    }
+    // Qwen3-8B at batch 1: the norm; QKV; attention (tiny); o_proj; the norm; gate/up; down.
+    {
+        __nv_bfloat16* base;
+        Model m = build("qwen3-8b", 36,
+                        {{32, 4096}, {6144, 4096}, {64, 512}, {4096, 4096}, {32, 4096},
+                         {24576, 4096}, {4096, 12288}},
+                        {151936, 4096}, &base);
+        CK(cudaDeviceSynchronize());
+        run_model(m, sms, st);
+        CK(cudaFree(base));
+    }
+    return 0;
+}
