@@ -96,18 +96,30 @@ __device__ __forceinline__ void load_group(const Step& s, int r, int base, int l
 }
 
 // Rows r = gwarp, gwarp + nwarps, ... of step s, x staged in shared memory. `pre` holds the
-// first load group of row gwarp when `have_pre`.
+// first load group of row gwarp when `have_pre`. The warp's first `staged` 16-byte chunks (its
+// rows' chunks in visiting order) are already in shared memory at `wsm`.
 __device__ void run_rows(const Step& s, const float* xs, float* y, int gwarp, int nwarps,
-                         uint4 (&pre)[U], bool have_pre) {
+                         uint4 (&pre)[U], bool have_pre, const uint4* wsm = nullptr,
+                         int staged = 0) {
     const int lane = threadIdx.x & 31;
     const int k8n = s.k >> 3;
-    for (int r = gwarp; r < s.n; r += nwarps) {
+    int seq = 0;  // chunks of this warp's earlier rows
+    for (int r = gwarp; r < s.n; r += nwarps, seq += k8n) {
         float acc = 0.f;
         for (int base = 0; base < k8n; base += 32 * U) {
             uint4 v[U];
             if (have_pre && r == gwarp && base == 0) {
 #pragma unroll
                 for (int u = 0; u < U; u++) v[u] = pre[u];
+            } else if (seq + base < staged) {
+                const uint4* row = reinterpret_cast<const uint4*>(s.w + (size_t)r * s.k);
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int c = base + lane + 32 * u;
+                    v[u] = c >= k8n           ? make_uint4(0, 0, 0, 0)
+                           : seq + c < staged ? wsm[seq + c]
+                                              : ldg_stream(row + c);
+                }
             } else {
                 load_group(s, r, base, lane, v);
             }
@@ -132,21 +144,49 @@ __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// Copies the warp's first `staged` weight chunks (its rows' 16-byte chunks in visiting order)
+// into shared memory with cp.async; they are waited for by wait_staged.
+__device__ __forceinline__ void stage_weights(const Step& s, int gwarp, int nwarps, uint4* wsm,
+                                              int staged) {
+    const int k8n = s.k >> 3;
+    for (int j = (threadIdx.x & 31); j < staged; j += 32) {
+        const int r = gwarp + (j / k8n) * nwarps;
+        if (r >= s.n) break;
+        const uint4* src = reinterpret_cast<const uint4*>(s.w + (size_t)r * s.k) + j % k8n;
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(wsm + j);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void wait_staged() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();  // lanes read each other's chunks
+}
+
 // One step as its own kernel. mode 0: plain; 1: PDL (wait, then trigger, as the engine does);
-// 2: PDL with the first load group issued before the wait.
-__global__ void __launch_bounds__(THREADS) step_kernel(Step s, const float* x, float* y, int mode) {
+// 2: PDL with the first load group issued before the wait; 3: PDL, launched one block an SM;
+// 4: as 3, with up to `staged` chunks a warp copied into shared memory before the wait (the
+// block holds under half an SM, so the next step's block is resident and copying while this one
+// runs).
+__global__ void __launch_bounds__(THREADS) step_kernel(Step s, const float* x, float* y, int mode,
+                                                       int xs_floats, int staged) {
     extern __shared__ float xs[];
-    const int gwarp = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int warp = threadIdx.x >> 5;
+    const int gwarp = blockIdx.x * WARPS + warp;
     const int nwarps = gridDim.x * WARPS;
+    uint4* wsm = reinterpret_cast<uint4*>(xs + xs_floats) + (size_t)warp * staged;
+    if (mode != 4) staged = 0;
     uint4 pre[U];
     const bool have_pre = mode == 2 && gwarp < s.n;
     if (have_pre) load_group(s, gwarp, 0, threadIdx.x & 31, pre);
+    if (staged) stage_weights(s, gwarp, nwarps, wsm, staged);
     if (mode >= 1) {
         pdl_wait();
         pdl_trigger();
     }
     stage_x(x, xs, s.k);
-    run_rows(s, xs, y, gwarp, nwarps, pre, have_pre);
+    if (staged) wait_staged();
+    run_rows(s, xs, y, gwarp, nwarps, pre, have_pre, wsm, staged);
 }
 
 __device__ __forceinline__ void counter_barrier(const Chain& c, unsigned target) {
@@ -252,6 +292,7 @@ static Model build(const char* name, int layers, const std::vector<std::pair<int
 }
 
 static float g_copy_tbs = 0.f;
+static size_t prop_smem_per_sm = 0;  // shared memory an SM has
 
 static void report(const Model& m, const char* variant, float ms) {
     const double tbs = m.bytes / (ms * 1e-3) / 1e12;
@@ -278,7 +319,8 @@ static float time_ms(cudaStream_t st, int reps, F f) {
 static void run_model(const Model& m, int sms, cudaStream_t st) {
     const int count = (int)m.steps.size();
     const size_t smem = m.max_k * sizeof(float);
-    CK(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)(prop_smem_per_sm / 2)));
     CK(cudaFuncSetAttribute(persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)smem));
     Step* dsteps;
@@ -312,19 +354,29 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
     // Graph of one kernel a step.
     int occ_step = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_step, step_kernel, THREADS, smem));
-    const char* graph_names[3] = {"graph, a kernel a step", "graph + PDL",
-                                  "graph + PDL, loads before wait"};
-    for (int mode = 0; mode < 3; mode++) {
+    const char* graph_names[5] = {"graph, a kernel a step", "graph + PDL",
+                                  "graph + PDL, loads before wait", "graph + PDL, 1/SM",
+                                  "graph + PDL, 1/SM, staged in smem"};
+    // Modes 3 and 4: one block an SM holding under half of its shared memory, the weight
+    // chunks a warp stages filling the rest of that half.
+    const size_t half = prop_smem_per_sm / 2 - 2048;
+    const int staged = (int)((half - smem) / 16 / WARPS);
+    const size_t smem_staged = smem + (size_t)staged * 16 * WARPS;
+    printf("%-10s 1/SM variants: %d weight chunks (%d KB) staged a warp, %zu KB of shared memory a block\n",
+           m.name, staged, staged * 16 / 1024, smem_staged / 1024);
+    for (int mode = 0; mode < 5; mode++) {
+        if (mode >= 3 && staged <= 0) continue;
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         for (int i = 0; i < count; i++) {
             const Step s = m.steps[i];
-            const int blocks = std::min((s.n + WARPS - 1) / WARPS, sms * occ_step);
+            const int per_sm = mode >= 3 ? 1 : occ_step;
+            const int blocks = std::min((s.n + WARPS - 1) / WARPS, sms * per_sm);
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(blocks);
             cfg.blockDim = dim3(THREADS);
-            cfg.dynamicSmemBytes = smem;
+            cfg.dynamicSmemBytes = mode >= 3 ? smem_staged : smem;
             cfg.stream = st;
             cudaLaunchAttribute attr[1];
             attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -332,7 +384,7 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
             cfg.attrs = attr;
             cfg.numAttrs = (mode >= 1 && i > 0) ? 1 : 0;
             CK(cudaLaunchKernelEx(&cfg, step_kernel, s, (const float*)c.act[i & 1],
-                                  c.act[(i + 1) & 1], mode));
+                                  c.act[(i + 1) & 1], mode, (int)m.max_k, staged));
         }
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
@@ -400,7 +452,10 @@ int main() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
-    printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    prop_smem_per_sm = prop.sharedMemPerMultiprocessor;
+    printf("%s, %d SMs, L2 %d MB, %zu KB of shared memory an SM\n", prop.name, sms,
+           prop.l2CacheSize >> 20, prop_smem_per_sm / 1024);
+    setvbuf(stdout, nullptr, _IOLBF, 0);
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
