@@ -29,6 +29,9 @@
 #include <utility>
 #include <vector>
 
+// The engine's streamed weight load (ldg_stream) and programmatic launch (pdl_wait, pdl_trigger).
+#include "../../engine/kernels/cu/common.cuh"
+
 namespace cg = cooperative_groups;
 
 #define CK(x)                                                                              \
@@ -58,14 +61,6 @@ struct Chain {
     unsigned* error;    // set when a barrier spins too long
 };
 
-__device__ __forceinline__ uint4 ldg_stream(const void* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __device__ __forceinline__ float dot8(uint4 u, const float* x) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
     float s = 0.f;
@@ -77,7 +72,8 @@ __device__ __forceinline__ float dot8(uint4 u, const float* x) {
     return s;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+// warp_sum with explicit roundings.
+__device__ __forceinline__ float warp_sum_rn(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -129,7 +125,7 @@ __device__ void run_rows(const Step& s, const float* xs, float* y, int gwarp, in
                 if (c < k8n) acc = __fadd_rn(acc, dot8(v[u], xs + 8 * c));
             }
         }
-        acc = warp_sum(acc);
+        acc = warp_sum_rn(acc);
         if (lane == 0) y[r] = acc;
     }
 }
@@ -137,11 +133,6 @@ __device__ void run_rows(const Step& s, const float* xs, float* y, int gwarp, in
 __device__ __forceinline__ void stage_x(const float* x, float* xs, int k) {
     for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = __ldcg(x + i);
     __syncthreads();
-}
-
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // Copies the warp's first `staged` weight chunks (its rows' 16-byte chunks in visiting order)
