@@ -20,6 +20,10 @@
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
 #            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8")
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
+#   gemvk    the decode GEMV kernels alone: gemv.cu vs the tensor-core experiment, 1 and 8 rows,
+#            Qwen3-8B and GLM-4.7-Flash shapes (tests/device/gemv_bench.cu; needs only nvcc there)
+#   linear   the linear op tests (GEMV and cuBLASLt vs the CPU, batch invariance), the tiny HF
+#            fixtures on CUDA, compute-sanitizer memcheck over the linear tests
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers, against the copy rate (tests/device/chain_bench.cu; needs only nvcc there)
@@ -50,6 +54,11 @@ ops)
     HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_linear compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_linear" --test-threads=1
+    ;;
+linear)
+    HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_linear compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_linear" --test-threads=1
     ;;
 moe)
@@ -147,6 +156,10 @@ smollm2)
     else
         echo "smollm2: GGUF parts missing" | tee -a "$OUT/summary.txt"
     fi
+    ;;
+gemvk)
+    t gemvk_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/gemv_bench tests/device/gemv_bench.cu
+    t gemvk timeout 240 /tmp/gemv_bench
     ;;
 chain)
     t chain_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/chain_bench tests/device/chain_bench.cu

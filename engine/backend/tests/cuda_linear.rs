@@ -31,6 +31,9 @@ fn linear_gemv_and_gemm_match_cpu() {
         (2, 4096, 128, false),
         (1, 8195, 64, false),
         (8, 8192, 128, true),
+        // GLM-4.7-Flash's o-projection and first Q / latent projections.
+        (4, 2048, 5120, false),
+        (7, 1344, 2048, true),
         // Decode batch sizes past the GEMV rows.
         (16, 256, 1024, true),
         (33, 96, 64, true),
@@ -89,8 +92,9 @@ fn linear_residual_matches_cpu() {
     }
 }
 
-/// A decode row's GEMV output is the same bit for bit alone and in a batch, although wide
-/// outputs take 4 features per block for one row and 8 for several.
+/// A decode row's GEMV output is the same bit for bit alone and in a batch, for every GEMV form
+/// (one matrix, into a residual, Q/K/V, SwiGLU), although wide outputs take 4 features per block
+/// for one row and 8 for several, at real models' shapes and one the 16-byte path does not take.
 #[test]
 fn gemv_rows_are_batch_invariant() {
     let Some(gpu) = gpu() else { return };
@@ -99,24 +103,40 @@ fn gemv_rows_are_batch_invariant() {
         cpu: &cpu,
         gpu: &gpu,
     };
-    let (n, k) = (4096, 1024);
-    let (_, wg) = p.w("w", vec![n, k], &rand(n * k, 40));
-    let x = rand(8 * k, 41);
-    let run = |m: usize| {
-        gpu.begin_step(&batch(m));
-        let mut og = gpu.buf(0);
-        gpu.linear(
-            &upload(&gpu, &x[..m * k]),
-            &vec![false; m],
-            &wg,
-            None,
-            &mut og,
-        );
-        gpu.to_host(&og)
-    };
-    let alone = run(1);
-    for m in [2, 5, 8] {
-        assert_eq!(run(m)[..n], alone[..], "row 0 alone vs in {m} rows");
+    for (n, k) in [(4096, 1024), (2048, 5120), (1344, 2048), (40, 72)] {
+        let (_, wg) = p.w("w", vec![n, k], &rand(n * k, 40));
+        let (_, ug) = p.w("u", vec![n, k], &rand(n * k, 42));
+        let (_, kg) = p.w("k", vec![n / 2, k], &rand(n / 2 * k, 43));
+        let x = rand(8 * k, 41);
+        let res = rand(8 * n, 44);
+        let run = |m: usize| {
+            gpu.begin_step(&batch(m));
+            let rows = vec![false; m];
+            let xg = upload(&gpu, &x[..m * k]);
+            let (mut o, mut q, mut kk, mut v) = (gpu.buf(0), gpu.buf(0), gpu.buf(0), gpu.buf(0));
+            let mut r = upload(&gpu, &res[..m * n]);
+            gpu.linear(&xg, &rows, &wg, None, &mut o);
+            gpu.linear_residual(&xg, &rows, &ug, &mut r);
+            gpu.linear_qkv(&xg, &rows, [&wg, &kg, &kg], None, [&mut q, &mut kk, &mut v]);
+            let mut sw = gpu.buf(0);
+            gpu.linear_swiglu(&xg, &rows, &wg, &ug, &mut sw);
+            [o, r, q, kk, sw].map(|b| gpu.to_host(&b))
+        };
+        let alone = run(1);
+        for m in [2, 5, 8] {
+            let batch = run(m);
+            for (i, name) in ["linear", "residual", "q", "k", "swiglu"]
+                .iter()
+                .enumerate()
+            {
+                let w = alone[i].len();
+                assert_eq!(
+                    batch[i][..w],
+                    alone[i][..],
+                    "{name} n={n} k={k}: row 0 alone vs in {m} rows"
+                );
+            }
+        }
     }
 }
 
