@@ -2,7 +2,7 @@
 # Packs what tests/device/run.sh needs on the GPU machine into devbin/ (ignored; carried by the
 # device tool): the release binaries (built here with `cargo build --release --workspace
 # --all-targets --all-features`), stripped and xz-compressed, and the real Qwen3 tokenizer.
-# Usage: tests/device/pack.sh [TEST_BINARY...]
+# Usage: [AB_CUBINS="name=kernels.cubin ..."] tests/device/pack.sh [TEST_BINARY...]
 # The device tool carries at most 64 MiB: see run.sh for the SmolLM2 GGUF, which travels apart.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,6 +15,9 @@ pack hearth target/release/hearth
 for t in ${@:-cuda_ops cuda_linear hf_reference}; do
     pack "$t" "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)"
 done
+# run.sh's ab stage: kernel builds to compare (nvcc -cubin of versions of engine/kernels/cu),
+# AB_CUBINS="name=path ...", packed as devbin/kernels-NAME.cubin.xz.
+for nv in ${AB_CUBINS:-}; do xz -T2 -c "${nv#*=}" > "devbin/kernels-${nv%%=*}.cubin.xz"; done
 TOK=${QWEN3_TOKENIZER:-../shared/tokenizers/qwen3}
 cp "$TOK/tokenizer_config.json" devbin/qwen3-tokenizer/
 xz -T2 -c "$TOK/tokenizer.json" > devbin/qwen3-tokenizer/tokenizer.json.xz

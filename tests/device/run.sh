@@ -24,6 +24,9 @@
 #            Qwen3-8B and GLM-4.7-Flash shapes (tests/device/gemv_bench.cu; needs only nvcc there)
 #   linear   the linear op tests (GEMV and cuBLASLt vs the CPU, batch invariance), the tiny HF
 #            fixtures on CUDA, compute-sanitizer memcheck over the linear tests
+#   ab       batch-1 decode (tg128) of Qwen3-8B and GLM-4.7-Flash shapes with each kernel build
+#            devbin/kernels-NAME.cubin in turn (HEARTH_KERNELS_FILE), twice, in this one command
+#            (pack.sh with AB_CUBINS="NAME=path ...")
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers, against the copy rate (tests/device/chain_bench.cu; needs only nvcc there)
@@ -79,15 +82,29 @@ qwen3)
     [ -e /tmp/q8b-ref.json ] || t reference python3 tests/device/qwen3_8b.py reference /tmp/q8b /tmp/q8b-ref.json
     t check_logits "$E" check-logits --model /tmp/q8b --reference /tmp/q8b-ref.json --tolerance 0.05
     t roofline python3 tests/device/qwen3_8b.py roofline /tmp/q8b
-    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
+    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 5
     t bench_ub8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 2 -u 8192
     t hf_decode python3 tests/device/qwen3_8b.py hf-decode /tmp/q8b 32
     ;;
 bench)
     t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
-    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 2
+    t bench "$E" bench --model /tmp/q8b -p 512,8192 -n 128 -r 5
     t bench_ub8192 "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 2 -u 8192
     t c64 "$E" bench --model /tmp/q8b --concurrency 64 --serve-prompt 1000 --serve-gen 1000
+    ;;
+ab)
+    variants=$(cd "$B" && ls kernels-*.cubin 2>/dev/null | sed 's/^kernels-//; s/\.cubin$//')
+    [ -n "$variants" ] || { echo "ab: no devbin/kernels-*.cubin.xz (pack.sh with AB_CUBINS)"; exit 2; }
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    kernels_of() { HEARTH_KERNELS_FILE="$B/kernels-$1.cubin" "${@:2}"; }
+    for i in 1 2; do
+        for v in $variants; do
+            t "ab_q8b_${v}_$i" kernels_of "$v" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
+            t "ab_glm_${v}_$i" kernels_of "$v" "$E" bench --model /tmp/glm -p 512 -n 128 -r 5
+        done
+    done
+    grep -H "tg128" "$OUT"/ab_*.txt | tee -a "$OUT/summary.txt"
     ;;
 kernels)
     HEARTH_TEST_CUDA=1 t kernels "$B/cuda_kernels" --bench
@@ -95,7 +112,7 @@ kernels)
 fp8)
     t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
     printf 'name: q8b-fp8\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 4096, max_num_seqs: 64}\n' > /tmp/q8b-fp8.yaml
-    t bench_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml -p 512,8192 -n 128 -r 2
+    t bench_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml -p 512,8192 -n 128 -r 5
     t c64_fp8 "$E" bench --spec /tmp/q8b-fp8.yaml --concurrency 64 --serve-prompt 1000 --serve-gen 1000
     ;;
 profile64)

@@ -42,29 +42,40 @@ extern "C" __global__ void write_latent_fp8(const void* latent, int lat_bf16, co
 
 // out[r, h * n + j] = x[r, h * k : (h + 1) * k] . w[h * n + j, :] (w bf16 [n_heads * n, k]) for
 // outputs j = bx * 8 + warp of (row, head) rh = r * n_heads + h: a warp per output, 8 warps. x
-// rows are 16-byte aligned when k is a multiple of 8 (arena rows).
+// rows are 16-byte aligned when k is a multiple of 8 (arena rows). With WAIT the block has not
+// waited for the kernel before yet: each lane's first two weight loads (all of a row of k <=
+// 512) go out before pdl_begin, as the weights never depend on that kernel.
+template <bool WAIT>
 __device__ __forceinline__ void linear_heads_body(const float* __restrict__ x,
                                                   const bf16* __restrict__ w,
                                                   float* __restrict__ out, int n_heads, int n,
                                                   int k, int bx, size_t rh) {
     const int lane = threadIdx.x & 31;
     const int j = bx * 8 + (threadIdx.x >> 5);
-    if (j >= n) return;
+    if (j >= n) {
+        if (WAIT) pdl_begin();
+        return;
+    }
     const int h = rh % n_heads;
     const float* xr = x + rh * k;
     const bf16* wr = w + ((size_t)h * n + j) * k;
     float s = 0.f;
     if ((k & 7) == 0) {
         // 16-byte weight loads, two float4 of x each.
-        for (int i = lane * 8; i < k; i += 32 * 8) {
+        const int i0 = lane * 8;
+        const uint4 w0 = i0 < k ? ldg_stream(wr + i0) : uint4{};
+        const uint4 w1 = i0 + 256 < k ? ldg_stream(wr + i0 + 256) : uint4{};
+        if (WAIT) pdl_begin();
+        for (int i = i0; i < k; i += 32 * 8) {
             float wf[8];
-            bf16x8_to_f32(ldg_stream(wr + i), wf);
+            bf16x8_to_f32(i == i0 ? w0 : i == i0 + 256 ? w1 : ldg_stream(wr + i), wf);
             const float4 a = *reinterpret_cast<const float4*>(xr + i);
             const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
             s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
                  wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
         }
     } else {
+        if (WAIT) pdl_begin();
         for (int i = lane; i < k; i += 32) s += xr[i] * __bfloat162float(wr[i]);
     }
     s = warp_sum(s);
@@ -74,8 +85,7 @@ __device__ __forceinline__ void linear_heads_body(const float* __restrict__ x,
 // Grid (ceil(n / 8), rows * n_heads), 256 threads.
 extern "C" __global__ void linear_heads(const float* __restrict__ x, const bf16* __restrict__ w,
                                         float* __restrict__ out, int n_heads, int n, int k) {
-    pdl_begin();
-    linear_heads_body(x, w, out, n_heads, n, k, blockIdx.x, blockIdx.y);
+    linear_heads_body<true>(x, w, out, n_heads, n, k, blockIdx.x, blockIdx.y);
 }
 
 // MLA's per-token preparation of row `row` by one block: latent = rms_norm(k) (f32, or bf16
@@ -183,6 +193,9 @@ __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
         float* q_rope, float* k_rope, const uint32_t* pos, const float* inv_freq, int n_heads,   \
         int head_dim, int rotary_dim, int neox, const uint32_t* slots, T* cache, int rank,       \
         const float* q_nope, const bf16* w_uk, float* q_lat, int nope, int rows) {              \
+        if (q_nope && (int)blockIdx.y >= rows) /* W_UK's loads go out before the wait */         \
+            return linear_heads_body<true>(q_nope, w_uk, q_lat, n_heads, rank, nope, blockIdx.x,  \
+                                           blockIdx.y - rows);                                   \
         pdl_begin();                                                                             \
         if (!q_nope) {                                                                           \
             mla_prep_body(k, kv_norm, latent, lat_bf16, eps, q_rope, k_rope, pos, inv_freq,      \
@@ -196,8 +209,6 @@ __device__ __forceinline__ void mla_prep_body(const float* __restrict__ k,
                               blockIdx.y);                                                       \
             return;                                                                              \
         }                                                                                        \
-        linear_heads_body(q_nope, w_uk, q_lat, n_heads, rank, nope, blockIdx.x,                 \
-                          blockIdx.y - rows);                                                    \
     }
 MLA_PREP(mla_prep, bf16)
 MLA_PREP(mla_prep_fp8, fp8)

@@ -32,20 +32,42 @@ __device__ __forceinline__ void act8(const void* x, int x_bf16, size_t i, float 
     }
 }
 
+// A lane's round of MOE_DOWN_LOADS 16-byte loads of row w from i0 on (zeros past n).
+__device__ __forceinline__ void weight_round(uint4 (&wv)[MOE_DOWN_LOADS], const bf16* w, int i0,
+                                             int n) {
+#pragma unroll
+    for (int c = 0; c < MOE_DOWN_LOADS; c++) {
+        const int i = i0 + 32 * 8 * c;
+        wv[c] = i < n ? ldg_stream(w + i) : uint4{};
+    }
+}
+
+// A lane's round of MOE_LOADS 16-byte loads of a gate row and of an up row from i0 on.
+__device__ __forceinline__ void gate_up_round(uint4 (&gv)[MOE_LOADS], uint4 (&uv)[MOE_LOADS],
+                                              const bf16* g, const bf16* u, int i0, int n) {
+#pragma unroll
+    for (int c = 0; c < MOE_LOADS; c++) {
+        const int i = i0 + 32 * 8 * c;
+        gv[c] = i < n ? ldg_stream(g + i) : uint4{};
+        uv[c] = i < n ? ldg_stream(u + i) : uint4{};
+    }
+}
+
 // A warp's dot product of the bf16 row w[0 .. n) with x[off .. off + n) (f32, or bf16 with
-// x_bf16): MOE_DOWN_LOADS 16-byte weight loads in flight per lane when n % 8 == 0.
+// x_bf16): MOE_DOWN_LOADS 16-byte weight loads in flight per lane when n % 8 == 0. With `wait`
+// the caller has not waited for the kernel before yet: the first round of weight loads goes
+// out before pdl_begin (the weights never depend on that kernel), the same sums after it.
 __device__ __forceinline__ float warp_row_dot(const bf16* __restrict__ w, const void* x,
-                                              int x_bf16, size_t off, int n) {
+                                              int x_bf16, size_t off, int n, bool wait = false) {
     const int lane = threadIdx.x & 31;
     float s = 0.f;
     if ((n & 7) == 0) {
-        for (int i0 = lane * 8; i0 < n; i0 += 32 * 8 * MOE_DOWN_LOADS) {
-            uint4 wv[MOE_DOWN_LOADS];
-#pragma unroll
-            for (int c = 0; c < MOE_DOWN_LOADS; c++) {
-                const int i = i0 + 32 * 8 * c;
-                wv[c] = i < n ? ldg_stream(w + i) : uint4{};
-            }
+        const int first = lane * 8;
+        uint4 wv[MOE_DOWN_LOADS];
+        weight_round(wv, w, first, n);
+        if (wait) pdl_begin();
+        for (int i0 = first; i0 < n; i0 += 32 * 8 * MOE_DOWN_LOADS) {
+            if (i0 != first) weight_round(wv, w, i0, n);
 #pragma unroll
             for (int c = 0; c < MOE_DOWN_LOADS; c++) {
                 const int i = i0 + 32 * 8 * c;
@@ -58,6 +80,7 @@ __device__ __forceinline__ float warp_row_dot(const bf16* __restrict__ w, const 
             }
         }
     } else {
+        if (wait) pdl_begin();
         for (int i = lane; i < n; i += 32) s += act_at(x, x_bf16, off + i) * __bfloat162float(w[i]);
     }
     return warp_sum(s);
@@ -183,7 +206,6 @@ extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32)
                    unsigned* __restrict__ arrivals, int* __restrict__ ids,
                    float* __restrict__ weights, int hidden, int n_experts, int top_k, int sigmoid,
                    int norm, int n_group, int topk_group, float scale) {
-    pdl_begin();
     __shared__ float row_logits[MOE_MAX_EXPERTS];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -191,12 +213,15 @@ extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32)
     float* l = logits + (size_t)row * n_experts;
     const int e = blockIdx.y * MOE_ROUTE_WARPS + warp;
     if (e < n_experts) {
-        const float dot = warp_row_dot(router + (size_t)e * hidden, x, x_bf16, (size_t)row * hidden,
-                                       hidden);
+        // The router row's loads go out before the wait.
+        const float dot = warp_row_dot(router + (size_t)e * hidden, x, x_bf16,
+                                       (size_t)row * hidden, hidden, true);
         if (lane == 0) {
             l[e] = dot;
             __threadfence();  // the logit is visible before this block is counted
         }
+    } else {
+        pdl_begin();
     }
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(arrivals + row, 1u) == gridDim.y - 1;
@@ -216,39 +241,44 @@ extern "C" __global__ void __launch_bounds__(MOE_ROUTE_WARPS * 32)
 // rows ([E, 2 * inter, hidden], bf16). With a shared expert of the same width folded in
 // (shared_gate non-null), pairs routed + row take its gate and up rows ([inter, hidden] each).
 // Grid (routed (+ rows), ceil(inter / MOE_WARPS)), MOE_WARPS warps: a warp per feature; pairs
-// vary fastest, so pairs sharing an expert read its feature tile from L2 together.
+// vary fastest, so pairs sharing an expert read its feature tile from L2 together. Only the
+// routed pairs' weights depend on the kernel before (the routing): the shared expert's warps
+// issue their first round of loads before they wait.
 extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
                                        const int* __restrict__ ids, const bf16* __restrict__ gate_up,
                                        const bf16* __restrict__ shared_gate,
                                        const bf16* __restrict__ shared_up, float* __restrict__ act,
                                        int hidden, int inter, int top_k, int routed) {
-    pdl_begin();
+    const bool routed_pair = (int)blockIdx.x < routed;
+    if (routed_pair || (hidden & 7) != 0) pdl_begin();
     const int lane = threadIdx.x & 31;
     const int f = blockIdx.y * MOE_WARPS + (threadIdx.x >> 5);
     const int pair = blockIdx.x;
-    if (f >= inter) return;
     size_t row;
     const bf16 *g, *u;
-    if (pair < routed) {
+    if (routed_pair) {
+        if (f >= inter) return;
         row = pair / top_k;
         g = gate_up + ((size_t)ids[pair] * 2 * inter + f) * hidden;
         u = g + (size_t)inter * hidden;
     } else {
         row = pair - routed;
-        g = shared_gate + (size_t)f * hidden;
-        u = shared_up + (size_t)f * hidden;
+        const int fr = min(f, inter - 1);  // a warp past inter loads a real row and drops it
+        g = shared_gate + (size_t)fr * hidden;
+        u = shared_up + (size_t)fr * hidden;
     }
     float sg = 0.f, su = 0.f;
     if ((hidden & 7) == 0) {
         // 16-byte weight loads, MOE_LOADS of gate and of up in flight per lane, 8 values each.
-        for (int i0 = lane * 8; i0 < hidden; i0 += 32 * 8 * MOE_LOADS) {
-            uint4 gv[MOE_LOADS], uv[MOE_LOADS];
-#pragma unroll
-            for (int c = 0; c < MOE_LOADS; c++) {
-                const int i = i0 + 32 * 8 * c;
-                gv[c] = i < hidden ? ldg_stream(g + i) : uint4{};
-                uv[c] = i < hidden ? ldg_stream(u + i) : uint4{};
-            }
+        const int first = lane * 8;
+        uint4 gv[MOE_LOADS], uv[MOE_LOADS];
+        if (!routed_pair) {
+            gate_up_round(gv, uv, g, u, first, hidden);
+            pdl_begin();
+            if (f >= inter) return;
+        }
+        for (int i0 = first; i0 < hidden; i0 += 32 * 8 * MOE_LOADS) {
+            if (routed_pair || i0 != first) gate_up_round(gv, uv, g, u, i0, hidden);
 #pragma unroll
             for (int c = 0; c < MOE_LOADS; c++) {
                 const int i = i0 + 32 * 8 * c;
@@ -265,6 +295,7 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
             }
         }
     } else {
+        if (f >= inter) return;
         for (int i = lane; i < hidden; i += 32) {
             const float xv = act_at(x, x_bf16, row * hidden + i);
             sg += xv * __bfloat162float(g[i]);
@@ -284,37 +315,40 @@ extern "C" __global__ void moe_gate_up(const void* __restrict__ x, int x_bf16,
 // choice) dot product w, so all of a dot product's loads are in flight at once; then the block
 // sums each feature's choices in expert order, the shared expert last (rows vary fastest, so
 // rows sharing an expert read its rows from L2 together).
+// The warps issue their first round of weight loads before they wait for moe_gate_up: the
+// expert ids come from the routing, which ran before moe_gate_up, and moe_gate_up waits for its
+// predecessor in every block before it lets this kernel launch, so the ids are complete when
+// this kernel's blocks start (read from L2, past any stale L1 line).
 extern "C" __global__ void moe_down(const float* __restrict__ act, const int* __restrict__ ids,
                                     const float* __restrict__ weights,
                                     const bf16* __restrict__ down, const float* __restrict__ shared,
                                     const bf16* __restrict__ shared_down, float* __restrict__ out,
                                     int hidden, int inter, int top_k, int routed) {
-    pdl_begin();
     __shared__ float dots[2 * MOE_MAX_TOPK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = top_k + (shared_down ? 1 : 0);
     const int F = max(1, MOE_WARPS / n);
     const int h0 = blockIdx.y * F;
     const size_t row = blockIdx.x;
-    for (int p = warp; p < F * n; p += blockDim.x >> 5) {
-        const int h = h0 + p / n, choice = p % n;
-        float s = 0.f;
-        if (h < hidden) {
-            const size_t pair = choice < top_k ? row * top_k + choice : routed + row;
-            const bf16* d = choice < top_k ? down + ((size_t)ids[pair] * hidden + h) * inter
-                                           : shared_down + (size_t)h * inter;
-            s = warp_row_dot(d, act, 0, pair * inter, inter);
-        }
-        if (lane == 0) dots[p] = s;
+    const int h = h0 + warp / n, choice = warp % n;
+    float s = 0.f;
+    if (h < hidden) {
+        const size_t pair = choice < top_k ? row * top_k + choice : routed + row;
+        const bf16* d = choice < top_k ? down + ((size_t)__ldcg(ids + pair) * hidden + h) * inter
+                                       : shared_down + (size_t)h * inter;
+        s = warp_row_dot(d, act, 0, pair * inter, inter, true);
+    } else {
+        pdl_begin();
     }
+    if (lane == 0) dots[warp] = s;
     __syncthreads();
-    const int h = h0 + threadIdx.x;
-    if (threadIdx.x >= F || h >= hidden) return;
-    const float* dot = dots + threadIdx.x * n;
+    const int f = threadIdx.x;
+    if (f >= F || h0 + f >= hidden) return;
+    const float* dot = dots + f * n;
     float total = 0.f;
     for (int j = 0; j < top_k; j++) total += weights[row * top_k + j] * dot[j];
-    out[row * hidden + h] =
-        total + (shared_down ? dot[top_k] : shared ? shared[row * hidden + h] : 0.f);
+    out[row * hidden + h0 + f] =
+        total + (shared_down ? dot[top_k] : shared ? shared[row * hidden + h0 + f] : 0.f);
 }
 
 // The grouped (prefill) path's combine: out[row, h] = sum_j weights[row, j] * y[slot[row, j], h]

@@ -53,7 +53,7 @@ impl CudaBackend {
         unsafe { ctx.disable_event_tracking() };
         // A stream of its own: the legacy default stream cannot be captured into a graph.
         let stream = ctx.new_stream()?;
-        let module = ctx.load_module(Ptx::from_binary(hearth_kernels::FATBIN.to_vec()))?;
+        let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
         let kernels = Kernels::load(&module, stream.clone())?;
         let device_name = ctx.name()?;
         let state = State {
@@ -157,5 +157,28 @@ impl CudaBackend {
     /// Decode batch sizes with a captured graph (for the startup log).
     pub fn captured_graphs(&self) -> Vec<usize> {
         self.state().graphs.captured()
+    }
+}
+
+/// The kernels' image: the embedded fatbin, or for kernel A/B runs on the GPU machine a cubin
+/// or fatbin named by `HEARTH_KERNELS_FILE` (built with nvcc from another version of
+/// `engine/kernels/cu`, with the same kernel names and arguments as this binary's).
+fn kernel_image() -> Result<Vec<u8>, BackendError> {
+    match std::env::var_os("HEARTH_KERNELS_FILE") {
+        None => Ok(hearth_kernels::FATBIN.to_vec()),
+        Some(path) => {
+            let image = std::fs::read(&path).map_err(|e| {
+                BackendError::Cuda(format!(
+                    "HEARTH_KERNELS_FILE {}: {e}",
+                    std::path::Path::new(&path).display()
+                ))
+            })?;
+            eprintln!(
+                "kernels from HEARTH_KERNELS_FILE {} ({} bytes), not the embedded fatbin",
+                std::path::Path::new(&path).display(),
+                image.len()
+            );
+            Ok(image)
+        }
     }
 }

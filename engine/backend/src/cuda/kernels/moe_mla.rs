@@ -220,6 +220,8 @@ impl Kernels {
             routed_i
         )?;
         // A row's choices (with the folded shared expert) times the features a block takes.
+        // moe_down reads the ids before it waits for moe_gate_up, which is sound only because
+        // moe_gate_up runs between the routing and it (see moe.cu).
         let n = k + usize::from(folded);
         let features = (MOE_WARPS / n).max(1);
         launch!(
