@@ -14,7 +14,8 @@ mod tests {
     /// safe if each kernel waits for its predecessor (griddepcontrol.wait) before it touches
     /// memory that kernel may write, or returns: see pdl_wait in cu/common.cuh. Every kernel
     /// starts with `pdl_begin();`, but for the decode kernels below, which first issue loads of
-    /// their weights (never written by a kernel) and then wait in the helper they start with.
+    /// their weights (never written by a kernel; moe_down's expert ids are two launches old,
+    /// so complete) and then wait, each on every path (see their comments in moe.cu, mla.cu).
     #[test]
     fn every_kernel_waits_for_its_predecessor() {
         // (file, kernel name prefix, the first statement: it loads weights and then waits)
