@@ -13,8 +13,12 @@
 // launch; with PDL and each warp's first weight loads issued before griddepcontrol.wait), and as
 // one cooperative persistent kernel (cooperative_groups grid sync; a one-counter barrier; that
 // barrier with each warp's first weight loads of the next step issued before it; no barrier at
-// all, which races and gives only the streaming ceiling of this GEMV code). References in the same
-// run: cudaMemcpy device to device, and one kernel streaming every weight once.
+// all, which races and gives only the streaming ceiling of this GEMV code); and as a persistent
+// kernel whose weight stream never waits for the chain (the weight ring below: a producer warp
+// bulk-copies every step's weights into shared memory ahead of the consumers, which wait only for
+// their input), with diagnostics that drop its waits, its input staging or its dot products.
+// The chain shapes come with and without the RMS norms' steps. References in the same run:
+// cudaMemcpy device to device, and one kernel streaming every weight once.
 //
 // Build and run on the GPU machine: tests/device/run.sh chain (nvcc -O3 -arch=sm_90a).
 // Not part of the engine: a measurement to decide how the decode path is built next.
@@ -61,15 +65,21 @@ struct Chain {
     unsigned* error;    // set when a barrier spins too long
 };
 
-__device__ __forceinline__ float dot8(uint4 u, const float* x) {
+__device__ __forceinline__ float dot8x(uint4 u, float4 a, float4 b) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        s = __fmaf_rn(__uint_as_float(w[i] << 16), x[2 * i], s);
-        s = __fmaf_rn(__uint_as_float(w[i] & 0xffff0000u), x[2 * i + 1], s);
+        s = __fmaf_rn(__uint_as_float(w[i] << 16), xv[2 * i], s);
+        s = __fmaf_rn(__uint_as_float(w[i] & 0xffff0000u), xv[2 * i + 1], s);
     }
     return s;
+}
+
+// x is 16-byte aligned (two 16-byte loads).
+__device__ __forceinline__ float dot8(uint4 u, const float* x) {
+    return dot8x(u, *reinterpret_cast<const float4*>(x), *reinterpret_cast<const float4*>(x + 4));
 }
 
 // warp_sum with explicit roundings.
@@ -229,6 +239,205 @@ __global__ void __launch_bounds__(THREADS) persistent_kernel(Chain c, int mode) 
     }
 }
 
+// ---- The weight ring: a persistent kernel whose weight stream never waits for activations ----
+//
+// One block an SM: a producer warp whose lane 0 copies the block's share of every step's weights
+// (its rows of each matrix, contiguous) into a ring of shared-memory slots with bulk copies
+// (cp.async.bulk, completion counted on an mbarrier a slot), as far ahead as the ring allows and
+// across step boundaries; and CW consumer warps that wait for a step's input (a per-step arrival
+// counter reaching the grid's size), stage it in shared memory, take the ring's slots in order
+// (rows striped over the warps, each lane-strided in the same order as run_rows, so the outputs
+// are the same bits), free each slot (an mbarrier arrival a warp), write their rows and count
+// the block in. So the only waits on the chain are the consumers'; the DRAM stream runs ahead by
+// up to a ring's worth (~200 KB an SM, ~26 MB in all).
+constexpr int RING_MAX_SLOTS = 64;
+constexpr long long RING_SPIN_LIMIT = 1ll << 26;
+constexpr int RING_NO_WAIT = 1, RING_NO_STAGE = 2, RING_NO_DOT = 4;
+
+// A block's part of a step: rows [r0, r1), in chunks of `rows_per` whole rows, or, for rows
+// longer than a slot, `parts` pieces of `part8` 16-byte units a row.
+struct RingPlan {
+    int r0, r1, rows_per, parts, part8, chunks;
+};
+
+__device__ __forceinline__ RingPlan ring_plan(const Step& s, int block, int blocks, int slot_bytes) {
+    RingPlan p;
+    const int per = (s.n + blocks - 1) / blocks;
+    p.r0 = min(s.n, block * per);
+    p.r1 = min(s.n, p.r0 + per);
+    const int k8n = s.k >> 3, row_bytes = s.k * 2;
+    if (row_bytes <= slot_bytes) {
+        p.rows_per = slot_bytes / row_bytes;
+        p.parts = 1;
+        p.part8 = k8n;
+        p.chunks = (p.r1 - p.r0 + p.rows_per - 1) / p.rows_per;
+    } else {
+        p.rows_per = 1;
+        p.parts = (row_bytes + slot_bytes - 1) / slot_bytes;
+        p.part8 = (k8n + p.parts - 1) / p.parts;
+        p.chunks = (p.r1 - p.r0) * p.parts;
+    }
+    return p;
+}
+
+__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+    uint32_t ok;
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return ok != 0;
+}
+
+// Waits for the mbarrier's phase of this parity to complete (gives up, flagging `error`, after
+// RING_SPIN_LIMIT tries, so a bug costs seconds, not a hung GPU).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, unsigned* error) {
+    for (long long i = 0; !mbar_test(bar, parity); i++)
+        if (i > RING_SPIN_LIMIT) {
+            atomicExch(error, 2u);
+            return;
+        }
+}
+
+template <int CW>
+__global__ void __launch_bounds__((CW + 1) * 32, 1)
+    ring_kernel(Chain c, unsigned* counters, int slot_bytes, int slots, int xs_floats, int flags) {
+    // Diagnostics (timing only, wrong outputs): RING_NO_WAIT skips the waits for the step
+    // before (races), RING_NO_STAGE the input's staging, RING_NO_DOT the dot products.
+    const bool sync = !(flags & RING_NO_WAIT), stage = !(flags & RING_NO_STAGE),
+               dots = !(flags & RING_NO_DOT);
+    extern __shared__ __align__(128) unsigned char ring_smem[];
+    __shared__ __align__(8) uint64_t full[RING_MAX_SLOTS], empty[RING_MAX_SLOTS];
+    float* xs = reinterpret_cast<float*>(ring_smem);
+    unsigned char* ring = ring_smem + (size_t)xs_floats * 4;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint32_t full0 = (uint32_t)__cvta_generic_to_shared(full);
+    const uint32_t empty0 = (uint32_t)__cvta_generic_to_shared(empty);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < slots; i++) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full0 + 8 * i));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty0 + 8 * i),
+                         "r"(CW));
+        }
+    }
+    __syncthreads();
+    if (warp == CW) {
+        // The producer: every step's chunks in order, into the next free slot.
+        if (lane != 0) return;
+        int slot = 0;
+        uint32_t phase = 0;
+        for (int i = 0; i < c.count; i++) {
+            const Step s = c.steps[i];
+            const RingPlan p = ring_plan(s, blockIdx.x, gridDim.x, slot_bytes);
+            for (int j = 0; j < p.chunks; j++) {
+                const __nv_bfloat16* src;
+                int bytes;
+                if (p.parts == 1) {
+                    const int r = p.r0 + j * p.rows_per;
+                    src = s.w + (size_t)r * s.k;
+                    bytes = min(p.rows_per, p.r1 - r) * s.k * 2;
+                } else {
+                    const int r = p.r0 + j / p.parts, part = j % p.parts;
+                    const int c0 = part * p.part8;
+                    src = s.w + (size_t)r * s.k + 8 * c0;
+                    bytes = (min(s.k >> 3, c0 + p.part8) - c0) * 16;
+                }
+                mbar_wait(empty0 + 8 * slot, phase ^ 1, c.error);
+                const uint32_t f = full0 + 8 * slot;
+                const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (size_t)slot * slot_bytes);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(f),
+                             "r"(bytes)
+                             : "memory");
+                asm volatile(
+                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                    "l"(src), "r"(bytes), "r"(f)
+                    : "memory");
+                if (++slot == slots) {
+                    slot = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+    // The consumers: every warp waits for every chunk in turn and frees it (a slot is free once
+    // all have, which keeps each warp within a ring's turn of the others: an mbarrier phase's
+    // parity only tells the current phase from the one before); a chunk's rows are striped over
+    // the warps ((row - the block's first row) % CW), and a row cut in pieces is one warp's.
+    int gc = 0;  // the kernel's chunks before this step's
+    for (int i = 0; i < c.count; i++) {
+        const Step s = c.steps[i];
+        const RingPlan p = ring_plan(s, blockIdx.x, gridDim.x, slot_bytes);
+        if (i > 0 && sync) {
+            if (threadIdx.x == 0) {
+                unsigned v = 0;
+                for (long long t = 0; *(volatile unsigned*)c.error == 0; t++) {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                                 : "=r"(v)
+                                 : "l"(counters + i - 1)
+                                 : "memory");
+                    if (v >= gridDim.x) break;
+                    if (t > RING_SPIN_LIMIT) atomicExch(c.error, 1u);
+                }
+            }
+            asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        }
+        const float* x = c.act[i & 1];
+        float* y = c.act[(i + 1) & 1];
+        if (stage) {
+            const float4* x4 = reinterpret_cast<const float4*>(x);
+            float4* xs4 = reinterpret_cast<float4*>(xs);
+#pragma unroll 4
+            for (int t = threadIdx.x; t < (s.k >> 2); t += CW * 32) xs4[t] = __ldcg(x4 + t);
+        }
+        asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        const int k8n = s.k >> 3;
+        float acc = 0.f;  // the warp's row in pieces (parts > 1) carries over chunks
+        for (int j = 0; j < p.chunks; j++) {
+            const int g = gc + j, slot = g % slots;
+            mbar_wait(full0 + 8 * slot, (g / slots) & 1, c.error);
+            const uint4* chunk = reinterpret_cast<const uint4*>(ring + (size_t)slot * slot_bytes);
+            if (!dots) {
+            } else if (p.parts == 1) {
+                const int first = p.r0 + j * p.rows_per, last = min(p.r1, first + p.rows_per);
+                for (int r = first + (warp - (first - p.r0) % CW + CW) % CW; r < last; r += CW) {
+                    const uint4* row = chunk + (size_t)(r - first) * k8n;
+                    float a = 0.f;
+#pragma unroll 4
+                    for (int q = lane; q < k8n; q += 32) a = __fadd_rn(a, dot8(row[q], xs + 8 * q));
+                    a = warp_sum_rn(a);
+                    if (lane == 0) y[r] = a;
+                }
+            } else {
+                const int r = p.r0 + j / p.parts, part = j % p.parts;
+                if ((r - p.r0) % CW == warp) {
+                    const int c0 = part * p.part8, c1 = min(k8n, c0 + p.part8);
+                    // This lane's first unit of the piece: the next q = lane (mod 32) from c0.
+#pragma unroll 4
+                    for (int q = c0 + ((lane - c0) % 32 + 32) % 32; q < c1; q += 32)
+                        acc = __fadd_rn(acc, dot8(chunk[q - c0], xs + 8 * q));
+                    if (part == p.parts - 1) {
+                        const float a = warp_sum_rn(acc);
+                        if (lane == 0) y[r] = a;
+                        acc = 0.f;
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty0 + 8 * slot)
+                             : "memory");
+        }
+        gc += p.chunks;
+        // The block's rows are written: count it in for step i (a release at GPU scope, which
+        // covers the other warps' writes ordered before it by the barrier).
+        asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        if (threadIdx.x == 0)
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + i) : "memory");
+    }
+}
+
 // Every weight read once (xor of the words), the streaming ceiling of the read path.
 __global__ void read_kernel(const uint4* p, size_t n16, unsigned* sink) {
     uint32_t a = 0;
@@ -284,6 +493,7 @@ static Model build(const char* name, int layers, const std::vector<std::pair<int
 
 static float g_copy_tbs = 0.f;
 static size_t prop_smem_per_sm = 0;  // shared memory an SM has
+static size_t prop_smem_optin = 0;   // the most one block may have
 
 static void report(const Model& m, const char* variant, float ms) {
     const double tbs = m.bytes / (ms * 1e-3) / 1e12;
@@ -417,6 +627,49 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
             report(m, name, time_ms(st, 20, launch));
         }
     }
+    // The weight ring (one block an SM, cooperative so that all blocks are resident), with slots
+    // of 8 and 16 KB filling the shared memory the staged input leaves.
+    unsigned* counters;
+    CK(cudaMalloc(&counters, count * sizeof(unsigned)));
+    const size_t ring_avail = prop_smem_optin - smem - 2 * RING_MAX_SLOTS * 8 - 1024;
+    for (auto f : {ring_kernel<8>, ring_kernel<16>})
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)(prop_smem_optin - 2 * RING_MAX_SLOTS * 8 - 1024)));
+    struct RingRun {
+        int cw, slot_kb, flags;
+    };
+    const RingRun ring_runs[] = {{8, 16, 0}, {8, 32, 0}, {16, 16, 0}, {16, 32, 0},
+                                 {16, 16, RING_NO_WAIT}, {16, 16, RING_NO_WAIT | RING_NO_STAGE},
+                                 {16, 16, RING_NO_WAIT | RING_NO_STAGE | RING_NO_DOT}};
+    for (const RingRun v : ring_runs) {
+        const int slot_kb = v.slot_kb, flags = v.flags, slot_bytes = slot_kb * 1024;
+        const int slots = std::min<int>(RING_MAX_SLOTS, (int)(ring_avail / slot_bytes));
+        auto launch = [&] {
+            CK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), st));
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(sms);
+            cfg.blockDim = dim3((v.cw + 1) * 32);
+            cfg.dynamicSmemBytes = smem + (size_t)slots * slot_bytes;
+            cfg.stream = st;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeCooperative;
+            attr[0].val.cooperative = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            CK(cudaLaunchKernelEx(&cfg, v.cw == 8 ? ring_kernel<8> : ring_kernel<16>, c, counters,
+                                  slot_bytes, slots, (int)m.max_k, flags));
+        };
+        char name[96];
+        snprintf(name, sizeof name, "weight ring, %d warps, %d x %d KB%s%s%s", v.cw, slots, slot_kb,
+                 flags & RING_NO_WAIT ? ", no waits" : "", flags & RING_NO_STAGE ? ", no x" : "",
+                 flags & RING_NO_DOT ? ", no dots" : "");
+        reset();
+        launch();
+        if (!flags) check(name, false);
+        report(m, name, time_ms(st, 20, launch));
+    }
+    CK(cudaFree(counters));
+
     unsigned err = 0;
     CK(cudaMemcpy(&err, c.error, sizeof err, cudaMemcpyDeviceToHost));
     if (err) printf("%-10s a grid barrier gave up spinning: timings above are void\n", m.name);
@@ -444,6 +697,7 @@ int main() {
     CK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
     prop_smem_per_sm = prop.sharedMemPerMultiprocessor;
+    prop_smem_optin = prop.sharedMemPerBlockOptin;
     printf("%s, %d SMs, L2 %d MB, %zu KB of shared memory an SM\n", prop.name, sms,
            prop.l2CacheSize >> 20, prop_smem_per_sm / 1024);
     setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -473,6 +727,28 @@ int main() {
                          {5120, 512}, {2048, 5120}, {32, 2048}, {64, 2048}, {15360, 2048},
                          {10240, 1536}},
                         {154880, 2048}, &base);
+        CK(cudaDeviceSynchronize());
+        run_model(m, sms, st);
+        CK(cudaFree(base));
+    }
+    // The same without the norms' steps: where each step's blocks compute the RMS norm of the
+    // input they stage themselves (as a persistent kernel that stages x anyway could), a layer
+    // has two dependent steps fewer.
+    {
+        __nv_bfloat16* base;
+        Model m = build("glm-nonorm", 47,
+                        {{1344, 2048}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512},
+                         {2048, 5120}, {64, 2048}, {15360, 2048}, {10240, 1536}},
+                        {154880, 2048}, &base);
+        CK(cudaDeviceSynchronize());
+        run_model(m, sms, st);
+        CK(cudaFree(base));
+    }
+    {
+        __nv_bfloat16* base;
+        Model m = build("qwen-nonorm", 36,
+                        {{6144, 4096}, {64, 512}, {4096, 4096}, {24576, 4096}, {4096, 12288}},
+                        {151936, 4096}, &base);
         CK(cudaDeviceSynchronize());
         run_model(m, sms, st);
         CK(cudaFree(base));

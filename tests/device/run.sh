@@ -27,9 +27,12 @@
 #   ab       batch-1 decode (tg128) of Qwen3-8B and GLM-4.7-Flash shapes with each kernel build
 #            devbin/kernels-NAME.cubin in turn (HEARTH_KERNELS_FILE), twice, in this one command
 #            (pack.sh with AB_CUBINS="NAME=path ...")
+#   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
+#            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
-#            barriers, against the copy rate (tests/device/chain_bench.cu; needs only nvcc there)
+#            barriers or with a weight ring (a producer warp streaming the weights ahead of the
+#            chain), against the copy rate (tests/device/chain_bench.cu; needs only nvcc there)
 # Results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/hearth-out}
@@ -105,6 +108,20 @@ ab)
         done
     done
     grep -H "tg128" "$OUT"/ab_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+abenv)
+    models=${AB_MODELS:-glm q8b}
+    [[ " $models " == *" q8b "* ]] && t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    [[ " $models " == *" glm "* ]] && t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    for i in 1 2; do
+        for v in ${AB_ENVS:?abenv: set AB_ENVS}; do
+            for m in $models; do
+                # shellcheck disable=SC2046 # the settings split into env's arguments
+                t "abenv_${m}_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$E" bench --model "/tmp/$m" -p 512 -n 128 -r 5
+            done
+        done
+    done
+    grep -H "tg128" "$OUT"/abenv_*.txt | tee -a "$OUT/summary.txt"
     ;;
 kernels)
     HEARTH_TEST_CUDA=1 t kernels "$B/cuda_kernels" --bench
