@@ -309,6 +309,15 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                dots = !(flags & RING_NO_DOT);
     extern __shared__ __align__(128) unsigned char ring_smem[];
     __shared__ __align__(8) uint64_t full[RING_MAX_SLOTS], empty[RING_MAX_SLOTS];
+    // In a cluster, each block bulk-copies its share of a step's input into every block of the
+    // cluster (multicast), completion counted on each block's xbar: the input leaves L2 once a
+    // cluster instead of once a block.
+    __shared__ __align__(8) uint64_t xbar;
+    uint32_t cs, rank;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(cs));
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const uint32_t xbar0 = (uint32_t)__cvta_generic_to_shared(&xbar);
+    uint32_t xphase = 0;
     float* xs = reinterpret_cast<float*>(ring_smem);
     unsigned char* ring = ring_smem + (size_t)xs_floats * 4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -320,8 +329,13 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty0 + 8 * i),
                          "r"(CW));
         }
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(xbar0));
     }
     __syncthreads();
+    if (cs > 1) {
+        // The cluster's barriers are initialised before any block copies into another.
+        asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    }
     if (warp == CW) {
         // The producer: every step's chunks in order, into the next free slot.
         if (lane != 0) return;
@@ -369,8 +383,10 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
     for (int i = 0; i < c.count; i++) {
         const Step s = c.steps[i];
         const RingPlan p = ring_plan(s, blockIdx.x, gridDim.x, slot_bytes);
-        if (i > 0 && sync) {
-            if (threadIdx.x == 0) {
+        const float* x = c.act[i & 1];
+        float* y = c.act[(i + 1) & 1];
+        if (threadIdx.x == 0) {
+            if (i > 0 && sync) {
                 unsigned v = 0;
                 for (long long t = 0; *(volatile unsigned*)c.error == 0; t++) {
                     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
@@ -381,11 +397,29 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
                     if (t > RING_SPIN_LIMIT) atomicExch(c.error, 1u);
                 }
             }
-            asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+            if (stage && cs > 1) {
+                // Every block of the cluster is past step i - 1 (the counter), so no block still
+                // reads the input this overwrites. The bulk copy reads what generic stores of
+                // other SMs wrote: the proxy fence orders it after the acquire.
+                asm volatile("fence.proxy.async.global;" ::: "memory");
+                const uint32_t bytes = s.k * 4, share = bytes / cs;
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(xbar0),
+                             "r"(bytes)
+                             : "memory");
+                const uint32_t dst = (uint32_t)__cvta_generic_to_shared(xs) + rank * share;
+                const char* src = reinterpret_cast<const char*>(x) + rank * share;
+                const uint16_t mask = (uint16_t)((1u << cs) - 1);
+                asm volatile(
+                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                    "l"(src), "r"(share), "r"(xbar0), "h"(mask)
+                    : "memory");
+            }
         }
-        const float* x = c.act[i & 1];
-        float* y = c.act[(i + 1) & 1];
-        if (stage) {
+        if (i > 0 && sync) asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        if (stage && cs > 1) {
+            mbar_wait(xbar0, xphase, c.error);
+            xphase ^= 1;
+        } else if (stage) {
             const float4* x4 = reinterpret_cast<const float4*>(x);
             float4* xs4 = reinterpret_cast<float4*>(xs);
 #pragma unroll 4
@@ -636,33 +670,54 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
         CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)(prop_smem_optin - 2 * RING_MAX_SLOTS * 8 - 1024)));
     struct RingRun {
-        int cw, slot_kb, flags;
+        int cw, slot_kb, cluster, flags;
     };
-    const RingRun ring_runs[] = {{8, 16, 0}, {8, 32, 0}, {16, 16, 0}, {16, 32, 0},
-                                 {16, 16, RING_NO_WAIT}, {16, 16, RING_NO_WAIT | RING_NO_STAGE},
-                                 {16, 16, RING_NO_WAIT | RING_NO_STAGE | RING_NO_DOT}};
+    const RingRun ring_runs[] = {{8, 16, 1, 0},  {8, 16, 2, 0},  {8, 16, 4, 0},
+                                 {16, 16, 1, 0}, {16, 16, 2, 0}, {16, 16, 4, 0},
+                                 {16, 16, 1, RING_NO_WAIT}, {16, 16, 1, RING_NO_WAIT | RING_NO_STAGE},
+                                 {16, 16, 1, RING_NO_WAIT | RING_NO_STAGE | RING_NO_DOT}};
     for (const RingRun v : ring_runs) {
         const int slot_kb = v.slot_kb, flags = v.flags, slot_bytes = slot_kb * 1024;
         const int slots = std::min<int>(RING_MAX_SLOTS, (int)(ring_avail / slot_bytes));
-        auto launch = [&] {
-            CK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), st));
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(sms);
-            cfg.blockDim = dim3((v.cw + 1) * 32);
-            cfg.dynamicSmemBytes = smem + (size_t)slots * slot_bytes;
-            cfg.stream = st;
-            cudaLaunchAttribute attr[1];
+        auto kernel = v.cw == 8 ? ring_kernel<8> : ring_kernel<16>;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(sms);
+        cfg.blockDim = dim3((v.cw + 1) * 32);
+        cfg.dynamicSmemBytes = smem + (size_t)slots * slot_bytes;
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        if (v.cluster == 1) {
+            // Cooperative, so that all blocks are resident.
             attr[0].id = cudaLaunchAttributeCooperative;
             attr[0].val.cooperative = 1;
-            cfg.attrs = attr;
-            cfg.numAttrs = 1;
-            CK(cudaLaunchKernelEx(&cfg, v.cw == 8 ? ring_kernel<8> : ring_kernel<16>, c, counters,
-                                  slot_bytes, slots, (int)m.max_k, flags));
+        } else {
+            // Clusters cannot launch cooperatively: as many clusters as fit at once, nothing else
+            // runs (a block that never became resident would make the others give up spinning).
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = v.cluster;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = 1;
+        }
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (v.cluster > 1) {
+            int clusters = 0;
+            cfg.gridDim = dim3(v.cluster * (sms / v.cluster));
+            CK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+            if (clusters == 0) continue;
+            cfg.gridDim = dim3(v.cluster * std::min(clusters, sms / v.cluster));
+        }
+        auto launch = [&] {
+            CK(cudaMemsetAsync(counters, 0, count * sizeof(unsigned), st));
+            CK(cudaLaunchKernelEx(&cfg, kernel, c, counters, slot_bytes, slots, (int)m.max_k,
+                                  flags));
         };
         char name[96];
-        snprintf(name, sizeof name, "weight ring, %d warps, %d x %d KB%s%s%s", v.cw, slots, slot_kb,
+        snprintf(name, sizeof name, "weight ring, %d warps, %d x %d KB%s%s%s%s", v.cw, slots,
+                 slot_kb, v.cluster > 1 ? (v.cluster == 2 ? ", x multicast to 2" : ", x multicast to 4") : "",
                  flags & RING_NO_WAIT ? ", no waits" : "", flags & RING_NO_STAGE ? ", no x" : "",
                  flags & RING_NO_DOT ? ", no dots" : "");
+        if (v.cluster > 1) printf("%-10s %s: %u blocks\n", m.name, name, cfg.gridDim.x);
         reset();
         launch();
         if (!flags) check(name, false);

@@ -196,7 +196,7 @@ gemvk)
     t gemvk timeout 240 /tmp/gemv_bench
     ;;
 chain)
-    t chain_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/chain_bench tests/device/chain_bench.cu
+    t chain_build /usr/local/cuda/bin/nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/chain_bench tests/device/chain_bench.cu
     t chain timeout 240 /tmp/chain_bench
     ;;
 esac; done
