@@ -55,6 +55,7 @@ constexpr int ACT = 1 << 18; // floats in each activation buffer (>= every N and
 struct Step {
     const __nv_bfloat16* w;  // [n, k] row-major
     int n, k;
+    int normed;  // the input is RMS-normed first (the weight ring with RING_FOLD_NORM only)
 };
 
 struct Chain {
@@ -63,6 +64,7 @@ struct Chain {
     float* act[2];      // ping-pong activations: step i reads act[i & 1], writes act[(i + 1) & 1]
     unsigned* counter;  // grid barrier arrivals (zeroed before each launch)
     unsigned* error;    // set when a barrier spins too long
+    const float* gamma; // an RMS norm weight (>= every K)
 };
 
 __device__ __forceinline__ float dot8x(uint4 u, float4 a, float4 b) {
@@ -253,6 +255,9 @@ __global__ void __launch_bounds__(THREADS) persistent_kernel(Chain c, int mode) 
 constexpr int RING_MAX_SLOTS = 64;
 constexpr long long RING_SPIN_LIMIT = 1ll << 26;
 constexpr int RING_NO_WAIT = 1, RING_NO_STAGE = 2, RING_NO_DOT = 4;
+// Steps marked `normed` RMS-norm their staged input first (sum of squares over the block, then
+// x * inv * gamma in place): the norm folded into the staging, no step of its own.
+constexpr int RING_FOLD_NORM = 8;
 
 // A block's part of a step: rows [r0, r1), in chunks of `rows_per` whole rows, or, for rows
 // longer than a slot, `parts` pieces of `part8` 16-byte units a row.
@@ -306,7 +311,8 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
     // Diagnostics (timing only, wrong outputs): RING_NO_WAIT skips the waits for the step
     // before (races), RING_NO_STAGE the input's staging, RING_NO_DOT the dot products.
     const bool sync = !(flags & RING_NO_WAIT), stage = !(flags & RING_NO_STAGE),
-               dots = !(flags & RING_NO_DOT);
+               dots = !(flags & RING_NO_DOT), fold_norm = flags & RING_FOLD_NORM;
+    __shared__ float norm_part[32];
     extern __shared__ __align__(128) unsigned char ring_smem[];
     __shared__ __align__(8) uint64_t full[RING_MAX_SLOTS], empty[RING_MAX_SLOTS];
     // In a cluster, each block bulk-copies its share of a step's input into every block of the
@@ -426,6 +432,28 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1)
             for (int t = threadIdx.x; t < (s.k >> 2); t += CW * 32) xs4[t] = __ldcg(x4 + t);
         }
         asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        if (fold_norm && s.normed && stage) {
+            float4* xs4 = reinterpret_cast<float4*>(xs);
+            const float4* g4 = reinterpret_cast<const float4*>(c.gamma);
+            float ss = 0.f;
+            for (int t = threadIdx.x; t < (s.k >> 2); t += CW * 32) {
+                const float4 v = xs4[t];
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+            ss = warp_sum_rn(ss);
+            if (lane == 0) norm_part[warp] = ss;
+            asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+            float total = 0.f;
+#pragma unroll
+            for (int w = 0; w < CW; w++) total += norm_part[w];
+            const float inv = 1.f / sqrtf(total / s.k + 1e-6f);
+            for (int t = threadIdx.x; t < (s.k >> 2); t += CW * 32) {
+                const float4 v = xs4[t], g = g4[t];
+                xs4[t] = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z,
+                                     v.w * inv * g.w);
+            }
+            asm volatile("bar.sync 1, %0;" ::"n"(CW * 32) : "memory");
+        }
         const int k8n = s.k >> 3;
         float acc = 0.f;  // the warp's row in pieces (parts > 1) carries over chunks
         for (int j = 0; j < p.chunks; j++) {
@@ -502,24 +530,30 @@ struct Model {
     size_t max_k = 0;
 };
 
-static Model build(const char* name, int layers, const std::vector<std::pair<int, int>>& layer,
-                   std::pair<int, int> head, __nv_bfloat16** base) {
+// A step's matrix (n rows of k) and whether its input is RMS-normed first (a norm folded in).
+struct Shape {
+    int n, k;
+    bool normed = false;
+};
+
+static Model build(const char* name, int layers, const std::vector<Shape>& layer, Shape head,
+                   __nv_bfloat16** base) {
     Model m;
     m.name = name;
-    std::vector<std::pair<int, int>> shapes;
+    std::vector<Shape> shapes;
     for (int l = 0; l < layers; l++)
         for (auto s : layer) shapes.push_back(s);
     shapes.push_back(head);
     size_t elems = 0;
-    for (auto s : shapes) elems += (size_t)s.first * s.second;
+    for (auto s : shapes) elems += (size_t)s.n * s.k;
     CK(cudaMalloc(base, elems * 2));
     fill_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(*base), elems, 7u, 0.06f);
     CK(cudaGetLastError());
     size_t off = 0;
     for (auto s : shapes) {
-        m.steps.push_back(Step{*base + off, s.first, s.second});
-        off += (size_t)s.first * s.second;
-        if ((size_t)s.second > m.max_k) m.max_k = s.second;
+        m.steps.push_back(Step{*base + off, s.n, s.k, s.normed});
+        off += (size_t)s.n * s.k;
+        if ((size_t)s.k > m.max_k) m.max_k = s.k;
     }
     m.bytes = elems * 2;
     return m;
@@ -561,7 +595,12 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
     Step* dsteps;
     CK(cudaMalloc(&dsteps, count * sizeof(Step)));
     CK(cudaMemcpy(dsteps, m.steps.data(), count * sizeof(Step), cudaMemcpyHostToDevice));
-    Chain c{dsteps, count, {nullptr, nullptr}, nullptr, nullptr};
+    Chain c{dsteps, count, {nullptr, nullptr}, nullptr, nullptr, nullptr};
+    float* gamma;
+    CK(cudaMalloc(&gamma, ACT * sizeof(float)));
+    fill_kernel<<<64, 256>>>(reinterpret_cast<uint16_t*>(gamma), ACT * 2, 5u, 1.f);
+    CK(cudaGetLastError());
+    c.gamma = gamma;
     CK(cudaMalloc(&c.act[0], ACT * sizeof(float)));
     CK(cudaMalloc(&c.act[1], ACT * sizeof(float)));
     CK(cudaMalloc(&c.counter, sizeof(unsigned)));
@@ -672,8 +711,9 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
     struct RingRun {
         int cw, slot_kb, cluster, flags;
     };
-    const RingRun ring_runs[] = {{8, 16, 1, 0},  {8, 16, 2, 0},  {8, 16, 4, 0},
-                                 {16, 16, 1, 0}, {16, 16, 2, 0}, {16, 16, 4, 0},
+    const RingRun ring_runs[] = {{8, 16, 1, 0},  {8, 16, 2, 0},  {16, 16, 1, 0}, {16, 16, 2, 0},
+                                 {8, 16, 1, RING_FOLD_NORM},  {8, 16, 2, RING_FOLD_NORM},
+                                 {16, 16, 1, RING_FOLD_NORM}, {16, 16, 2, RING_FOLD_NORM},
                                  {16, 16, 1, RING_NO_WAIT}, {16, 16, 1, RING_NO_WAIT | RING_NO_STAGE},
                                  {16, 16, 1, RING_NO_WAIT | RING_NO_STAGE | RING_NO_DOT}};
     for (const RingRun v : ring_runs) {
@@ -713,17 +753,39 @@ static void run_model(const Model& m, int sms, cudaStream_t st) {
                                   flags));
         };
         char name[96];
-        snprintf(name, sizeof name, "weight ring, %d warps, %d x %d KB%s%s%s%s", v.cw, slots,
+        const bool folds = flags & RING_FOLD_NORM;
+        if (folds && std::none_of(m.steps.begin(), m.steps.end(), [](const Step& s) { return s.normed; }))
+            continue;
+        snprintf(name, sizeof name, "weight ring, %d warps, %d x %d KB%s%s%s%s%s", v.cw, slots,
                  slot_kb, v.cluster > 1 ? (v.cluster == 2 ? ", x multicast to 2" : ", x multicast to 4") : "",
-                 flags & RING_NO_WAIT ? ", no waits" : "", flags & RING_NO_STAGE ? ", no x" : "",
-                 flags & RING_NO_DOT ? ", no dots" : "");
+                 folds ? ", norms folded" : "", flags & RING_NO_WAIT ? ", no waits" : "",
+                 flags & RING_NO_STAGE ? ", no x" : "", flags & RING_NO_DOT ? ", no dots" : "");
         if (v.cluster > 1) printf("%-10s %s: %u blocks\n", m.name, name, cfg.gridDim.x);
         reset();
         launch();
         if (!flags) check(name, false);
+        if (folds) {
+            // The folded norms change the output: no check against the graphs, but the same bits
+            // with and without the multicast (compared to the first folded run of this model
+            // with as many consumer warps: the norm's sum of squares goes in their order).
+            static std::vector<float> folded;
+            static const char* folded_of = nullptr;
+            static int folded_cw = 0;
+            std::vector<float> got(final_n);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaMemcpy(got.data(), c.act[final_buf], final_n * sizeof(float), cudaMemcpyDeviceToHost));
+            if (folded_of != m.name || folded_cw != v.cw) {
+                folded = got;
+                folded_of = m.name;
+                folded_cw = v.cw;
+            } else if (memcmp(folded.data(), got.data(), final_n * sizeof(float)) != 0) {
+                printf("%-10s %-34s OUTPUT DIFFERS from the first folded run\n", m.name, name);
+            }
+        }
         report(m, name, time_ms(st, 20, launch));
     }
     CK(cudaFree(counters));
+    CK(cudaFree(gamma));
 
     unsigned err = 0;
     CK(cudaMemcpy(&err, c.error, sizeof err, cudaMemcpyDeviceToHost));
@@ -792,9 +854,9 @@ int main() {
     {
         __nv_bfloat16* base;
         Model m = build("glm-nonorm", 47,
-                        {{1344, 2048}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512},
-                         {2048, 5120}, {64, 2048}, {15360, 2048}, {10240, 1536}},
-                        {154880, 2048}, &base);
+                        {{1344, 2048, true}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512},
+                         {2048, 5120}, {64, 2048, true}, {15360, 2048, true}, {10240, 1536}},
+                        {154880, 2048, true}, &base);
         CK(cudaDeviceSynchronize());
         run_model(m, sms, st);
         CK(cudaFree(base));
@@ -802,8 +864,9 @@ int main() {
     {
         __nv_bfloat16* base;
         Model m = build("qwen-nonorm", 36,
-                        {{6144, 4096}, {64, 512}, {4096, 4096}, {24576, 4096}, {4096, 12288}},
-                        {151936, 4096}, &base);
+                        {{6144, 4096, true}, {64, 512}, {4096, 4096}, {24576, 4096, true},
+                         {4096, 12288}},
+                        {151936, 4096, true}, &base);
         CK(cudaDeviceSynchronize());
         run_model(m, sms, st);
         CK(cudaFree(base));
