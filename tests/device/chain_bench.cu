@@ -834,53 +834,35 @@ int main() {
     CK(cudaFree(a));
     CK(cudaFree(b));
 
+    // Builds a model's chain (random weights), runs every variant on it, frees it.
+    auto run_chain = [&](const char* name, int layers, const std::vector<Shape>& layer, Shape head) {
+        __nv_bfloat16* base;
+        Model m = build(name, layers, layer, head, &base);
+        CK(cudaDeviceSynchronize());
+        run_model(m, sms, st);
+        CK(cudaFree(base));
+    };
     // GLM-4.7-Flash at batch 1 (n, k of each dependent step): the norm; q_a + kv_a; q_b; the
     // absorbed query (20 heads x 512 x 192); MLA over a short context (tiny); W_UV (20 x 256 x
     // 512); o_proj; the norm; the router; 5 experts' gate/up; their down.
-    {
-        __nv_bfloat16* base;
-        Model m = build("glm47", 47,
-                        {{32, 2048}, {1344, 2048}, {5120, 768}, {10240, 192}, {64, 512},
-                         {5120, 512}, {2048, 5120}, {32, 2048}, {64, 2048}, {15360, 2048},
-                         {10240, 1536}},
-                        {154880, 2048}, &base);
-        CK(cudaDeviceSynchronize());
-        run_model(m, sms, st);
-        CK(cudaFree(base));
-    }
+    run_chain("glm47", 47,
+              {{32, 2048}, {1344, 2048}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512},
+               {2048, 5120}, {32, 2048}, {64, 2048}, {15360, 2048}, {10240, 1536}},
+              {154880, 2048});
     // The same without the norms' steps: where each step's blocks compute the RMS norm of the
     // input they stage themselves (as a persistent kernel that stages x anyway could), a layer
-    // has two dependent steps fewer.
-    {
-        __nv_bfloat16* base;
-        Model m = build("glm-nonorm", 47,
-                        {{1344, 2048, true}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512},
-                         {2048, 5120}, {64, 2048, true}, {15360, 2048, true}, {10240, 1536}},
-                        {154880, 2048, true}, &base);
-        CK(cudaDeviceSynchronize());
-        run_model(m, sms, st);
-        CK(cudaFree(base));
-    }
-    {
-        __nv_bfloat16* base;
-        Model m = build("qwen-nonorm", 36,
-                        {{6144, 4096, true}, {64, 512}, {4096, 4096}, {24576, 4096, true},
-                         {4096, 12288}},
-                        {151936, 4096, true}, &base);
-        CK(cudaDeviceSynchronize());
-        run_model(m, sms, st);
-        CK(cudaFree(base));
-    }
+    // has two dependent steps fewer; `normed` marks the steps whose input the norms fed.
+    run_chain("glm-nonorm", 47,
+              {{1344, 2048, true}, {5120, 768}, {10240, 192}, {64, 512}, {5120, 512}, {2048, 5120},
+               {64, 2048, true}, {15360, 2048, true}, {10240, 1536}},
+              {154880, 2048, true});
+    run_chain("qwen-nonorm", 36,
+              {{6144, 4096, true}, {64, 512}, {4096, 4096}, {24576, 4096, true}, {4096, 12288}},
+              {151936, 4096, true});
     // Qwen3-8B at batch 1: the norm; QKV; attention (tiny); o_proj; the norm; gate/up; down.
-    {
-        __nv_bfloat16* base;
-        Model m = build("qwen3-8b", 36,
-                        {{32, 4096}, {6144, 4096}, {64, 512}, {4096, 4096}, {32, 4096},
-                         {24576, 4096}, {4096, 12288}},
-                        {151936, 4096}, &base);
-        CK(cudaDeviceSynchronize());
-        run_model(m, sms, st);
-        CK(cudaFree(base));
-    }
+    run_chain("qwen3-8b", 36,
+              {{32, 4096}, {6144, 4096}, {64, 512}, {4096, 4096}, {32, 4096}, {24576, 4096},
+               {4096, 12288}},
+              {151936, 4096});
     return 0;
 }
