@@ -859,6 +859,17 @@ int main() {
     run_chain("qwen-nonorm", 36,
               {{6144, 4096, true}, {64, 512}, {4096, 4096}, {24576, 4096, true}, {4096, 12288}},
               {151936, 4096, true});
+    // Qwen3-8B with the steps of the engine's decode: the norm; QKV; q/k norm + RoPE + the cache
+    // write (tiny); attention over 512 cached tokens (the K and V rows it reads: 2 MB); the split
+    // merge (tiny); o_proj; the norm; gate/up; down. Then the same with the norms folded.
+    run_chain("qwen-engine", 36,
+              {{32, 4096}, {6144, 4096}, {64, 128}, {2048, 512}, {64, 512}, {4096, 4096},
+               {32, 4096}, {24576, 4096}, {4096, 12288}},
+              {151936, 4096});
+    run_chain("qwen-steps", 36,
+              {{6144, 4096, true}, {64, 128}, {2048, 512}, {64, 512}, {4096, 4096},
+               {24576, 4096, true}, {4096, 12288}},
+              {151936, 4096, true});
     // Qwen3-8B at batch 1: the norm; QKV; attention (tiny); o_proj; the norm; gate/up; down.
     run_chain("qwen3-8b", 36,
               {{32, 4096}, {6144, 4096}, {64, 512}, {4096, 4096}, {32, 4096}, {24576, 4096},
