@@ -29,6 +29,10 @@
 #            (pack.sh with AB_CUBINS="NAME=path ...")
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
+#   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the GEMV kernels on the
+#            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
+#            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
+#            with it, twice, in this one command (pack.sh ring_decode hf_reference)
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers or with a weight ring (a producer warp streaming the weights ahead of the
@@ -122,6 +126,20 @@ abenv)
         done
     done
     grep -H "tg128" "$OUT"/abenv_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+ring)
+    HEARTH_TEST_CUDA=1 t ring_decode "$B/ring_decode" --nocapture
+    HEARTH_TEST_CUDA=1 HEARTH_RING_DECODE=1 t hf_reference_ring "$B/hf_reference" --nocapture --test-threads=1 cuda_backend
+    HEARTH_TEST_CUDA=1 t memcheck_ring compute-sanitizer --tool memcheck --error-exitcode 1 "$B/ring_decode" --nocapture
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    [ -e /tmp/q8b-ref.json ] || t reference python3 tests/device/qwen3_8b.py reference /tmp/q8b /tmp/q8b-ref.json
+    t check_logits "$E" check-logits --model /tmp/q8b --reference /tmp/q8b-ref.json --tolerance 0.05
+    HEARTH_RING_DECODE=1 t check_logits_ring "$E" check-logits --model /tmp/q8b --reference /tmp/q8b-ref.json --tolerance 0.05
+    for i in 1 2; do
+        t "ring_q8b_off_$i" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
+        HEARTH_RING_DECODE=1 t "ring_q8b_on_$i" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
+    done
+    grep -H "tg128" "$OUT"/ring_q8b_*.txt | tee -a "$OUT/summary.txt"
     ;;
 kernels)
     HEARTH_TEST_CUDA=1 t kernels "$B/cuda_kernels" --bench

@@ -11,3 +11,4 @@
 #include "mla_tc.cu"
 #include "moe_gemm.cu"
 #include "moe_tc.cu"
+#include "ring.cu"

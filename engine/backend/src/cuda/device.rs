@@ -88,6 +88,12 @@ impl CudaBackend {
         })
     }
 
+    /// The weight ring's launches recorded so far (HEARTH_RING_DECODE=1), or None when it is
+    /// off (tests check that it ran).
+    pub fn decode_ring_launches(&self) -> Option<usize> {
+        self.kernels.ring_launches()
+    }
+
     pub fn device_info(&self) -> Result<CudaDeviceInfo, BackendError> {
         let (free, total) = self.ctx.mem_get_info()?;
         Ok(CudaDeviceInfo {

@@ -94,6 +94,8 @@ pub struct Kernels {
     /// Tensor-core MLA, `[cache][MT 2, 4]`, and its split merge.
     mla_tc: [[CudaFunction; 2]; 2],
     mla_tc_merge: CudaFunction,
+    /// The weight ring (HEARTH_RING_DECODE=1, sm_90 and later; see kernels/ring.rs).
+    ring: Option<Ring>,
 }
 
 fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
@@ -149,7 +151,7 @@ macro_rules! launch {
         if $self.skipping() {
             return Ok(());
         }
-        let mut b = $self.launcher($func);
+        let mut b = $self.launcher($func)?;
         $( b.arg(&$arg); )+
         // SAFETY: every pointer argument is a live device allocation owned by the backend, sized
         // by the caller for the shapes passed alongside (each launcher's doc says which); the
@@ -165,10 +167,12 @@ use attention::decode_variants;
 pub use attention::AttnLaunch;
 use launch::Launch;
 mod moe_mla;
+mod ring;
 pub use moe_mla::{
     MlaAbsorb, MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE,
     MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
+use ring::{Ring, RingGemv};
 
 impl Kernels {
     /// The GPU's streaming multiprocessors.
@@ -178,7 +182,12 @@ impl Kernels {
 
     pub fn load(module: &Arc<CudaModule>, stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let f = |name: &str| module.load_function(name).map_err(BackendError::from);
+        let sms = stream.context().attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as usize;
+        let pdl = programmatic_launch(&stream)?;
         let k = Kernels {
+            ring: Ring::load(module, &stream, sms, pdl.graphs)?,
             embedding: f("embedding")?,
             rms_norm: f("rms_norm")?,
             add_rms_norm: f("add_rms_norm")?,
@@ -258,10 +267,8 @@ impl Kernels {
                 [f("mla_tc_fp8_2")?, f("mla_tc_fp8_4")?],
             ],
             mla_tc_merge: f("mla_tc_merge")?,
-            pdl: programmatic_launch(&stream)?,
-            sms: stream.context().attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )? as usize,
+            pdl,
+            sms,
             capturing: AtomicBool::new(false),
             stream,
             skip: AtomicBool::new(false),
@@ -307,14 +314,52 @@ impl Kernels {
         Ok(k)
     }
 
-    /// A launch of `func` on the backend's stream.
-    fn launcher<'a>(&'a self, func: &'a CudaFunction) -> Launch<'a> {
+    /// A launch of `func` on the backend's stream (after the ring's recorded steps, which
+    /// come before it).
+    fn launcher<'a>(&'a self, func: &'a CudaFunction) -> Result<Launch<'a>, BackendError> {
+        self.ring_flush()?;
         let pdl = if self.capturing.load(Ordering::Relaxed) {
             self.pdl.graphs
         } else {
             self.pdl.eager
         };
-        Launch::new(&self.stream, func, pdl)
+        Ok(Launch::new(&self.stream, func, pdl))
+    }
+
+    /// Starts or stops recording one-row GEMVs and norms into the weight ring (a batch-1
+    /// decode graph's capture); stopping launches what is recorded. A no-op without the ring.
+    pub fn ring_record(&self, on: bool) -> Result<(), BackendError> {
+        let Some(r) = &self.ring else { return Ok(()) };
+        r.flush(&self.stream)?;
+        r.record(on);
+        Ok(())
+    }
+
+    /// Launches the ring's recorded steps, if any: before any other work on the stream.
+    pub fn ring_flush(&self) -> Result<(), BackendError> {
+        match &self.ring {
+            Some(r) => r.flush(&self.stream),
+            None => Ok(()),
+        }
+    }
+
+    /// The weight ring's launches so far, or None when it is off.
+    pub fn ring_launches(&self) -> Option<usize> {
+        self.ring.as_ref().map(Ring::launches)
+    }
+
+    /// Whether the ring takes the one-row gather of `src` [cols] into `dst` (it writes dst
+    /// along with the norm that writes src).
+    pub fn ring_alias(&self, src: u64, dst: u64, cols: usize) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.alias(src, dst, cols))
+    }
+
+    /// Whether the ring recorded this one-row GEMV instead of a launch.
+    fn ring_gemv(&self, g: RingGemv<'_>, swiglu: bool) -> Result<bool, BackendError> {
+        match &self.ring {
+            Some(r) if r.recording() => r.gemv(&self.stream, &g, swiglu),
+            _ => Ok(false),
+        }
     }
 
     /// Whether launches are being skipped (a decode graph replays this step).
@@ -352,6 +397,15 @@ impl Kernels {
         eps: f32,
         out_bf16: bool,
     ) -> Result<(), BackendError> {
+        if let Some(r) = self
+            .ring
+            .as_ref()
+            .filter(|r| chunks == 1 && !out_bf16 && r.recording())
+        {
+            if !self.skipping() && r.norm(&self.stream, (x, w, out), n, eps)? {
+                return Ok(());
+            }
+        }
         let (n_i, ob) = (n as i32, i32::from(out_bf16));
         launch!(
             self,
@@ -602,9 +656,23 @@ impl Kernels {
         if self.skipping() {
             return Ok(());
         }
+        let one = [(w, bias, y, n)];
+        if rows == 1
+            && self.ring_gemv(
+                RingGemv {
+                    mats: &one,
+                    x,
+                    k,
+                    add,
+                },
+                false,
+            )?
+        {
+            return Ok(());
+        }
         let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
-        let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri]);
+        let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri])?;
         b.arg(&w)
             .arg(&x)
             .arg(&bias)
@@ -631,6 +699,17 @@ impl Kernels {
         if self.skipping() {
             return Ok(());
         }
+        // linear_pair leaves the third matrix empty.
+        let used = mats.iter().take_while(|m| m.3 > 0).count();
+        let g = RingGemv {
+            mats: &mats[..used],
+            x,
+            k,
+            add: false,
+        };
+        if rows == 1 && self.ring_gemv(g, false)? {
+            return Ok(());
+        }
         let total: usize = mats.iter().map(|m| m.3).sum();
         // As for `gemv` (by the total width), but a warp must never straddle two matrices.
         let widest = match total {
@@ -650,7 +729,7 @@ impl Kernels {
         let warps = 4;
         let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
         let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
-        let mut b = self.launcher(&self.gemv3[(rows - 1) * 4 + ri]);
+        let mut b = self.launcher(&self.gemv3[(rows - 1) * 4 + ri])?;
         b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
@@ -672,6 +751,20 @@ impl Kernels {
         if self.skipping() {
             return Ok(());
         }
+        let pair = [(wg, 0, y, n), (wu, 0, 0, n)];
+        if rows == 1
+            && self.ring_gemv(
+                RingGemv {
+                    mats: &pair,
+                    x,
+                    k,
+                    add: false,
+                },
+                true,
+            )?
+        {
+            return Ok(());
+        }
         let ri = match n {
             n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 2,
             n if n >= 4096 => 1,
@@ -680,7 +773,7 @@ impl Kernels {
         let per_block = GEMV_SWIGLU_FEATURES[ri];
         let warps = 4;
         let (n_i, k_i) = (n as i32, k as i32);
-        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri]);
+        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri])?;
         b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match

@@ -132,7 +132,10 @@ impl CudaBackend {
         self.kernels
             .capturing
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        let r = st.graphs.flush(&self.stream);
+        let r = self
+            .kernels
+            .ring_record(false)
+            .and_then(|_| st.graphs.flush(&self.stream));
         drop(st);
         self.check("decode graph", r);
     }
@@ -221,6 +224,7 @@ impl CudaBackend {
         dst: u64,
         src: &[T],
     ) -> Result<(), BackendError> {
+        self.kernels.ring_flush()?;
         // SAFETY: dst is a fixed buffer holding at least src.len() values of T (carved by the
         // caller); pageable host memory is staged by the driver before the call returns.
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }?;
@@ -288,7 +292,12 @@ impl Backend for CudaBackend {
     fn describe(&self, w: &CudaWeight) -> String {
         match w {
             CudaWeight::Matrix { .. } => format!(
-                "bf16: gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)"
+                "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
+                if self.kernels.ring_launches().is_some() {
+                    "weight ring (1-row decode graph, HEARTH_RING_DECODE=1), "
+                } else {
+                    ""
+                }
             ),
             CudaWeight::Vector { .. } => "f32 vector".into(),
         }
@@ -344,6 +353,9 @@ impl Backend for CudaBackend {
                 matches!(mode, Mode::Capture(_)),
                 std::sync::atomic::Ordering::Relaxed,
             );
+            // The weight ring runs one-row decodes: recorded into the graph of size 1.
+            let r = self.kernels.ring_record(mode == Mode::Capture(1));
+            self.check("decode ring", r);
         }
         step
     }
@@ -681,6 +693,11 @@ impl Backend for CudaBackend {
         // The gathered rows feed the head's matmul: bf16 for cuBLASLt, f32 for the GEMV.
         self.ensure_as(out, step.n_logits * cols, matmul_input_bf16(step.n_logits));
         if step.n_logits == 0 {
+            return self.finish("gather_rows", t0, Ok(()));
+        }
+        // One decode row: the weight ring writes it along with the norm that makes it.
+        let one_row = step.n_logits == 1 && x.len == cols && !x.bf16 && !out.bf16;
+        if one_row && !self.kernels.skipping() && self.kernels.ring_alias(x.ptr, out.ptr, cols) {
             return self.finish("gather_rows", t0, Ok(()));
         }
         let r = self.kernels.gather_rows(

@@ -35,6 +35,7 @@ impl CudaBackend {
     ) -> Result<u64, BackendError> {
         let xs = self.bf16_copy(x, m * k)?;
         if !self.kernels.skipping() {
+            self.kernels.ring_flush()?;
             self.state().gemm.run_as(w, xs, out, (m, n, k), mode)?;
         }
         Ok(out)

@@ -1,0 +1,87 @@
+//! The weight ring (HEARTH_RING_DECODE=1, `engine/kernels/cu/ring.cu`) runs a one-row decode's
+//! GEMVs and norms as persistent launches; it must give the same bits as the GEMV and norm
+//! kernels it replaces, which also serve that sequence inside a batch (batch invariance). On
+//! the tiny dense fixtures (Llama, Qwen2 with qkv bias, Qwen3 with q/k norm), every decode
+//! position's logits through the batch-1 graph, and a greedy continuation, with the ring and
+//! without, in one process. Needs the `cuda` feature and HEARTH_TEST_CUDA=1 on a GPU of compute
+//! capability 9.0 or later (the ring needs it; the test fails where it cannot run).
+
+#![cfg(feature = "cuda")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use hearth_backend::CudaBackend;
+use hearth_runtime::{Generator, SamplingParams};
+
+const PROMPT: [u32; 12] = [1, 17, 42, 5, 99, 3, 64, 7, 11, 128, 31, 2];
+
+/// Decode logits of every position of PROMPT and 12 greedy tokens after it.
+fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
+    // The ring is chosen when the backend loads its kernels. This file holds one test, so
+    // nothing else reads the environment meanwhile.
+    if ring {
+        std::env::set_var("HEARTH_RING_DECODE", "1");
+    } else {
+        std::env::remove_var("HEARTH_RING_DECODE");
+    }
+    let backend = CudaBackend::new(0).unwrap();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/tiny")
+        .join(arch);
+    let src = hearth_models::open(&dir).unwrap();
+    let model = hearth_models::load_model(&backend, src.as_ref()).unwrap();
+    let logits = Generator::new(&backend, model.as_ref(), 128)
+        .unwrap()
+        .decode_logits(&PROMPT);
+    let mut tokens = Vec::new();
+    Generator::new(&backend, model.as_ref(), 128)
+        .unwrap()
+        .generate(&PROMPT, 12, &SamplingParams::default(), &[], |t| {
+            tokens.push(t);
+            true
+        })
+        .unwrap();
+    let launches = backend.decode_ring_launches();
+    assert_eq!(
+        launches.is_some(),
+        ring,
+        "{arch}: the ring is on when asked (sm_90+)"
+    );
+    assert!(
+        launches.unwrap_or(1) > 0,
+        "{arch}: the ring was never launched"
+    );
+    (logits, tokens)
+}
+
+#[test]
+fn ring_decode_matches_the_gemv_kernels_bit_for_bit() {
+    if std::env::var("HEARTH_TEST_CUDA").as_deref() != Ok("1") {
+        println!("CUDA run skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
+        return;
+    }
+    for arch in ["llama", "qwen2", "qwen3"] {
+        let (want, want_tokens) = run(arch, false);
+        let (got, got_tokens) = run(arch, true);
+        assert_eq!(got.len(), want.len());
+        let differ = got
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        let max = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        println!(
+            "{arch}: {} decode logits, {differ} differ (max {max:.2e}); greedy {:?}",
+            got.len(),
+            got_tokens
+        );
+        assert_eq!(differ, 0, "{arch}: the ring changed {differ} logits");
+        assert_eq!(got_tokens, want_tokens, "{arch}: greedy tokens");
+    }
+    std::env::remove_var("HEARTH_RING_DECODE");
+}
