@@ -20,7 +20,7 @@
 #define RING_MAX_STEPS 8
 #define RING_SEGS 3
 #define RING_CW 16  // consumer warps
-#define RING_MAX_SLOTS 16
+#define RING_MAX_SLOTS 32
 #define RING_GEMV 0    // y = x . W^T (+ bias), or y += with `add`; up to RING_SEGS matrices
 #define RING_SWIGLU 1  // y = silu(x . Wg^T) * (x . Wu^T): seg[0] gate (and y), seg[1] up
 #define RING_NORM 2    // no weights: block 0 writes the normed input
@@ -53,9 +53,14 @@ struct RingProgram {
     // block out zeroes them).
     unsigned* counters;
     int count, slot_bytes, slots, xs_floats;
+    // Measurement only (HEARTH_RING_DIAG; wrong outputs): RING_FAST_DOT sums each row in one
+    // lane-strided pass and one warp sum instead of gemv.cu's order, RING_NO_DOT skips the dots.
+    int diag, pad;
 };
+#define RING_FAST_DOT 1
+#define RING_NO_DOT 2
 // The host mirrors these structs (backend src/cuda/kernels/ring.rs, which checks the same size).
-static_assert(sizeof(RingProgram) == 1240, "RingProgram's layout changed: update ring.rs");
+static_assert(sizeof(RingProgram) == 1248, "RingProgram's layout changed: update ring.rs");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -230,8 +235,9 @@ __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* 
 __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chunk, int g, int r0,
                                              int rows, int piece, int pieces, int piece8,
                                              int u_first, float* xs, float& acc,
-                                             float (&part)[GEMV_WARPS]) {
+                                             float (&part)[GEMV_WARPS], int diag) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (diag & RING_NO_DOT) return;
     const int k8n = s.k >> 3;
     int seg_start = 0;
     for (int i = 0; i < g; i++) seg_start += s.seg[i].n;
@@ -249,6 +255,22 @@ __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chu
         return;
     }
     for (int j = (warp - u0 % RING_CW + RING_CW) % RING_CW; j < rows; j += RING_CW) {
+        if (diag & RING_FAST_DOT) {
+            const uint4* row = chunk + (size_t)j * k8n;
+            float a = 0.f;
+#pragma unroll 4
+            for (int c = lane; c < k8n; c += 32) {
+                float wf[8];
+                bf16x8_to_f32(row[c], wf);
+                const float4 x0 = *reinterpret_cast<const float4*>(xs + 8 * c);
+                const float4 x1 = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+                a += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x +
+                     wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+            }
+            a = warp_sum(a);
+            if (lane == 0) s.seg[g].y[r0 + j] = a;
+            continue;
+        }
         // Quarters past K (narrow rows) stay zero, as gemv.cu's empty warps' sums are.
         float a = 0.f, p[GEMV_WARPS] = {0.f, 0.f, 0.f, 0.f};
         ring_dot_piece(chunk + (size_t)j * k8n, 0, k8n, k8n, xs, a, p);
@@ -345,7 +367,7 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
                         const uint4* chunk =
                             reinterpret_cast<const uint4*>(ring + (size_t)slot * slot_bytes);
                         ring_consume(s, chunk, g, r, rows, piece, pieces, piece8, u_first, xs, acc,
-                                     part);
+                                     part, prog.diag);
                         // Every warp frees every slot (an mbarrier's parity only tells its
                         // current phase from the one before: no warp may run a turn ahead).
                         __syncwarp();

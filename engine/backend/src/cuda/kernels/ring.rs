@@ -22,7 +22,7 @@ use crate::BackendError;
 const MAX_STEPS: usize = 8;
 const SEGS: usize = 3;
 const CONSUMER_WARPS: u32 = 16;
-const MAX_SLOTS: usize = 16;
+const MAX_SLOTS: usize = 32;
 /// The smallest ring that still streams ahead, and the slot size when rows allow.
 const MIN_SLOTS: usize = 4;
 const SLOT_BYTES: usize = 16 << 10;
@@ -68,10 +68,12 @@ struct Program {
     slot_bytes: i32,
     slots: i32,
     xs_floats: i32,
+    diag: i32,
+    pad: i32,
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Program>() == 1240,
+    std::mem::size_of::<Program>() == 1248,
     "ring.cu's RingProgram"
 );
 
@@ -117,6 +119,12 @@ pub struct Ring {
     pending: Mutex<Pending>,
     /// Launches recorded so far (a captured graph's count once).
     launches: AtomicUsize,
+    /// HEARTH_RING_DIAG (measurement only, wrong outputs): `fastdot` sums rows in one pass
+    /// instead of gemv.cu's order, `nodot` skips the dot products (ring.cu's RING_FAST_DOT,
+    /// RING_NO_DOT).
+    diag: i32,
+    /// Slot size (HEARTH_RING_SLOT_KB, default 16), SwiGLU steps' two rows at least.
+    slot_bytes: usize,
     /// Whether launches in decode graphs are programmatic (the producer then streams weights
     /// while the kernel before finishes).
     pdl: bool,
@@ -156,6 +164,15 @@ impl Ring {
             smem,
             pending: Mutex::new(Pending::default()),
             launches: AtomicUsize::new(0),
+            slot_bytes: std::env::var("HEARTH_RING_SLOT_KB")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(SLOT_BYTES, |kb| kb.clamp(4, 64) << 10),
+            diag: match std::env::var("HEARTH_RING_DIAG").as_deref() {
+                Ok("fastdot") => 1,
+                Ok("nodot") => 2,
+                _ => 0,
+            },
             pdl,
         }))
     }
@@ -184,7 +201,7 @@ impl Ring {
     /// cannot hold them (a slot holds a SwiGLU feature's two rows whole).
     fn layout(&self, k: usize, swiglu_k: usize) -> Option<(usize, usize, usize)> {
         let xs = k.next_multiple_of(32);
-        let slot = SLOT_BYTES.max(4 * swiglu_k);
+        let slot = self.slot_bytes.max(4 * swiglu_k);
         let slots = (self.smem.checked_sub(4 * xs)? / slot).min(MAX_SLOTS);
         (slots >= MIN_SLOTS).then_some((xs, slot, slots))
     }
@@ -345,6 +362,8 @@ impl Ring {
             slot_bytes: slot as i32,
             slots: slots as i32,
             xs_floats: xs as i32,
+            diag: self.diag,
+            pad: 0,
         };
         prog.steps[..p.steps.len()].copy_from_slice(&p.steps);
         p.steps.clear();
