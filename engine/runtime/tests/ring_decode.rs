@@ -1,9 +1,11 @@
 //! The weight ring (HEARTH_RING_DECODE=1, `engine/kernels/cu/ring.cu`) runs a one-row decode's
 //! GEMVs and norms as persistent launches; it must give the same bits as the GEMV and norm
 //! kernels it replaces, which also serve that sequence inside a batch (batch invariance). On
-//! the tiny dense fixtures (Llama, Qwen2 with qkv bias, Qwen3 with q/k norm), every decode
-//! position's logits through the batch-1 graph, and a greedy continuation, with the ring and
-//! without, in one process. Needs the `cuda` feature and HEARTH_TEST_CUDA=1 on a GPU of compute
+//! the tiny dense fixtures (Llama, Qwen2 with qkv bias, Qwen3 with q/k norm) and on two layers
+//! of Qwen3-8B's shape in random weights (a 4096-wide norm over a block of 1024 threads, the
+//! down projection's 24 KB rows cut in pieces of the ring's slots, several rows a slot), every
+//! decode position's logits through the batch-1 graph, and a greedy continuation, with the ring
+//! and without, in one process. Needs the `cuda` feature and HEARTH_TEST_CUDA=1 on a GPU of compute
 //! capability 9.0 or later (the ring needs it; the test fails where it cannot run).
 
 #![cfg(feature = "cuda")]
@@ -16,6 +18,32 @@ use hearth_runtime::{Generator, SamplingParams};
 
 const PROMPT: [u32; 12] = [1, 17, 42, 5, 99, 3, 64, 7, 11, 128, 31, 2];
 
+/// Two layers of Qwen3-8B (hidden 4096, 32 query and 8 KV heads of 128, intermediate 12288)
+/// with a small vocabulary, as a random-weight model directory.
+fn qwen3_8b_layers() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hearth-ring-q8b-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = serde_json::json!({
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": false,
+        "vocab_size": 2048
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    std::fs::write(dir.join(hearth_models::random_weights::MARKER), "").unwrap();
+    dir
+}
+
 /// Decode logits of every position of PROMPT and 12 greedy tokens after it.
 fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
     // The ring is chosen when the backend loads its kernels. This file holds one test, so
@@ -26,9 +54,12 @@ fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
         std::env::remove_var("HEARTH_RING_DECODE");
     }
     let backend = CudaBackend::new(0).unwrap();
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/tiny")
-        .join(arch);
+    let dir = match arch {
+        "qwen3-8b-layers" => qwen3_8b_layers(),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/tiny")
+            .join(arch),
+    };
     let src = hearth_models::open(&dir).unwrap();
     let model = hearth_models::load_model(&backend, src.as_ref()).unwrap();
     let logits = Generator::new(&backend, model.as_ref(), 128)
@@ -61,7 +92,7 @@ fn ring_decode_matches_the_gemv_kernels_bit_for_bit() {
         println!("CUDA run skipped (set HEARTH_TEST_CUDA=1 on a GPU machine)");
         return;
     }
-    for arch in ["llama", "qwen2", "qwen3"] {
+    for arch in ["llama", "qwen2", "qwen3", "qwen3-8b-layers"] {
         let (want, want_tokens) = run(arch, false);
         let (got, got_tokens) = run(arch, true);
         assert_eq!(got.len(), want.len());
