@@ -326,42 +326,6 @@ impl Kernels {
         Ok(Launch::new(&self.stream, func, pdl))
     }
 
-    /// Starts or stops recording one-row GEMVs and norms into the weight ring (a batch-1
-    /// decode graph's capture); stopping launches what is recorded. A no-op without the ring.
-    pub fn ring_record(&self, on: bool) -> Result<(), BackendError> {
-        let Some(r) = &self.ring else { return Ok(()) };
-        r.flush(&self.stream)?;
-        r.record(on);
-        Ok(())
-    }
-
-    /// Launches the ring's recorded steps, if any: before any other work on the stream.
-    pub fn ring_flush(&self) -> Result<(), BackendError> {
-        match &self.ring {
-            Some(r) => r.flush(&self.stream),
-            None => Ok(()),
-        }
-    }
-
-    /// The weight ring's launches so far, or None when it is off.
-    pub fn ring_launches(&self) -> Option<usize> {
-        self.ring.as_ref().map(Ring::launches)
-    }
-
-    /// Whether the ring takes the one-row gather of `src` [cols] into `dst` (it writes dst
-    /// along with the norm that writes src).
-    pub fn ring_alias(&self, src: u64, dst: u64, cols: usize) -> bool {
-        self.ring.as_ref().is_some_and(|r| r.alias(src, dst, cols))
-    }
-
-    /// Whether the ring recorded this one-row GEMV instead of a launch.
-    fn ring_gemv(&self, g: RingGemv<'_>, swiglu: bool) -> Result<bool, BackendError> {
-        match &self.ring {
-            Some(r) if r.recording() => r.gemv(&self.stream, &g, swiglu),
-            _ => Ok(false),
-        }
-    }
-
     /// Whether launches are being skipped (a decode graph replays this step).
     pub fn skipping(&self) -> bool {
         self.skip.load(Ordering::Relaxed)

@@ -14,7 +14,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig};
 
 use super::launch::Launch;
-use super::norm_threads;
+use super::{norm_threads, Kernels};
 use crate::BackendError;
 
 /// Steps a launch holds (RING_MAX_STEPS), matrices a step (RING_SEGS), consumer warps (RING_CW)
@@ -380,5 +380,45 @@ impl Ring {
         // SM fits (the shared memory is the per-block maximum), and prog matches decode_ring's
         // RingProgram parameter.
         unsafe { b.launch(cfg) }
+    }
+}
+
+/// The ring as the backend sees it: recording switched on for a batch-1 capture, flushed
+/// before any other work on the stream.
+impl Kernels {
+    /// Starts or stops recording one-row GEMVs and norms into the weight ring (a batch-1
+    /// decode graph's capture); stopping launches what is recorded. A no-op without the ring.
+    pub fn ring_record(&self, on: bool) -> Result<(), BackendError> {
+        let Some(r) = &self.ring else { return Ok(()) };
+        r.flush(&self.stream)?;
+        r.record(on);
+        Ok(())
+    }
+
+    /// Launches the ring's recorded steps, if any: before any other work on the stream.
+    pub fn ring_flush(&self) -> Result<(), BackendError> {
+        match &self.ring {
+            Some(r) => r.flush(&self.stream),
+            None => Ok(()),
+        }
+    }
+
+    /// The weight ring's launches so far, or None when it is off.
+    pub fn ring_launches(&self) -> Option<usize> {
+        self.ring.as_ref().map(Ring::launches)
+    }
+
+    /// Whether the ring takes the one-row gather of `src` [cols] into `dst` (it writes dst
+    /// along with the norm that writes src).
+    pub fn ring_alias(&self, src: u64, dst: u64, cols: usize) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.alias(src, dst, cols))
+    }
+
+    /// Whether the ring recorded this one-row GEMV instead of a launch.
+    pub(super) fn ring_gemv(&self, g: RingGemv<'_>, swiglu: bool) -> Result<bool, BackendError> {
+        match &self.ring {
+            Some(r) if r.recording() => r.gemv(&self.stream, &g, swiglu),
+            _ => Ok(false),
+        }
     }
 }
