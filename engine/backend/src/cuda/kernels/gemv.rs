@@ -1,0 +1,162 @@
+//! Launchers of the decode GEMVs (gemv.cu): one matrix, up to three sharing their input (Q, K
+//! and V), and the SwiGLU pair; a one-row GEMV goes to the weight ring instead while it records
+//! (ring.rs).
+
+use super::ring::RingGemv;
+use super::{
+    cfg, Kernels, GEMV_FEATURES_PER_BLOCK, GEMV_MAX_ROWS, GEMV_SWIGLU_FEATURES, GEMV_WIDE_ROWS,
+};
+use crate::BackendError;
+
+impl Kernels {
+    /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
+    /// With `add`, y[m, n] += that instead.
+    pub fn gemv(
+        &self,
+        w: u64,
+        x: u64,
+        bias: u64,
+        y: u64,
+        (rows, n, k): (usize, usize, usize),
+        add: bool,
+    ) -> Result<(), BackendError> {
+        assert!(
+            (1..=GEMV_MAX_ROWS).contains(&rows),
+            "gemv takes 1..={GEMV_MAX_ROWS} rows"
+        );
+        let (n_i, k_i, add_i) = (n as i32, k as i32, i32::from(add));
+        // Wide outputs: 4 features per block (each x load feeds 4 weight rows), 8 from a few rows
+        // on (the rows' x loads would outweigh the weights'); narrow ones keep more blocks so the
+        // grid still covers every SM. A block's 4 warps split K.
+        let ri = match n {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 3,
+            n if n >= 4096 => 2,
+            n if n >= 2048 => 1,
+            _ => 0,
+        };
+        if self.skipping() {
+            return Ok(());
+        }
+        let one = [(w, bias, y, n)];
+        if rows == 1
+            && self.ring_gemv(
+                RingGemv {
+                    mats: &one,
+                    x,
+                    k,
+                    add,
+                },
+                false,
+            )?
+        {
+            return Ok(());
+        }
+        let per_block = GEMV_FEATURES_PER_BLOCK[ri];
+        let warps = 4;
+        let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri])?;
+        b.arg(&w)
+            .arg(&x)
+            .arg(&bias)
+            .arg(&y)
+            .arg(&n_i)
+            .arg(&k_i)
+            .arg(&add_i);
+        let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
+        // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
+        // n f32 or 0; the arguments match gemv_bf16_M's signature.
+        unsafe { b.launch(c) }
+    }
+
+    /// The Q, K and V projections in one launch: y_i[m, n] = x[m, :] . W_i[n, :] (+ b_i[n]) for
+    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns.
+    pub fn gemv3(
+        &self,
+        x: u64,
+        mats: [(u64, u64, u64, usize); 3],
+        (rows, k): (usize, usize),
+    ) -> Result<(), BackendError> {
+        if self.skipping() {
+            return Ok(());
+        }
+        // linear_pair leaves the third matrix empty.
+        let used = mats.iter().take_while(|m| m.3 > 0).count();
+        let g = RingGemv {
+            mats: &mats[..used],
+            x,
+            k,
+            add: false,
+        };
+        if rows == 1 && self.ring_gemv(g, false)? {
+            return Ok(());
+        }
+        let total: usize = mats.iter().map(|m| m.3).sum();
+        // As for `gemv` (by the total width), but a warp must never straddle two matrices.
+        let widest = match total {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 3,
+            n if n >= 4096 => 2,
+            n if n >= 2048 => 1,
+            _ => 0,
+        };
+        let ri = (0..=widest)
+            .rev()
+            .find(|&i| {
+                let r = GEMV_FEATURES_PER_BLOCK[i];
+                mats[0].3.is_multiple_of(r) && mats[1].3.is_multiple_of(r)
+            })
+            .unwrap_or(0);
+        let per_block = GEMV_FEATURES_PER_BLOCK[ri];
+        let warps = 4;
+        let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
+        let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
+        let mut b = self.launcher(&self.gemv3[(rows - 1) * 4 + ri])?;
+        b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
+        b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
+        b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
+        let c = cfg((total.div_ceil(per_block) as u32, 1), 32 * warps as u32);
+        // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
+        // rows * N_i f32, b_i N_i f32 or 0; the arguments match gemv3_bf16_M_R's signature.
+        unsafe { b.launch(c) }
+    }
+
+    /// y[m, n] = silu(x[m] . Wg[n]) * (x[m] . Wu[n]) for rows <= GEMV_MAX_ROWS; Wg, Wu bf16
+    /// [n, k].
+    pub fn gemv_swiglu(
+        &self,
+        (wg, wu): (u64, u64),
+        x: u64,
+        y: u64,
+        (rows, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        if self.skipping() {
+            return Ok(());
+        }
+        let pair = [(wg, 0, y, n), (wu, 0, 0, n)];
+        if rows == 1
+            && self.ring_gemv(
+                RingGemv {
+                    mats: &pair,
+                    x,
+                    k,
+                    add: false,
+                },
+                true,
+            )?
+        {
+            return Ok(());
+        }
+        let ri = match n {
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 2,
+            n if n >= 4096 => 1,
+            _ => 0,
+        };
+        let per_block = GEMV_SWIGLU_FEATURES[ri];
+        let warps = 4;
+        let (n_i, k_i) = (n as i32, k as i32);
+        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri])?;
+        b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
+        let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
+        // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match
+        // gemv_swiglu_bf16_M_R's signature.
+        unsafe { b.launch(c) }
+    }
+}
