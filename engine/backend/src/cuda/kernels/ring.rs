@@ -254,7 +254,11 @@ impl Ring {
                 pad: 0,
             };
         }
-        let folds = p.norm.is_some_and(|n| n.out[0] == g.x && n.n == g.k);
+        // Folded only when this step does not write the row the norm reads (its blocks would
+        // race the others' staging).
+        let folds = p
+            .norm
+            .is_some_and(|n| n.out[0] == g.x && n.n == g.k && g.mats.iter().all(|m| m.2 != n.x));
         if !folds {
             self.settle_norm(stream, &mut p)?;
         }
