@@ -47,6 +47,14 @@ mod tests {
                 "moe_route_gemv",
                 "__shared__ float row_logits[MOE_MAX_EXPERTS]",
             ),
+            // The ring's producer streams weights from the start; its consumers wait before
+            // reading anything (ring.cu).
+            (
+                "ring.cu",
+                "decode_ring",
+                "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 extern __shared__ \
+                 __align__(128) unsigned char ring_smem[]",
+            ),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("cu");
         let mut kernels = 0;
