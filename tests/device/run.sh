@@ -141,6 +141,19 @@ ring)
     done
     grep -H "tg128" "$OUT"/ring_q8b_*.txt | tee -a "$OUT/summary.txt"
     ;;
+ringprobe)
+    # Where the ring's time goes: its launches a token (HEARTH_RING_DIAG=trace), tg128 without
+    # it, with it and with its dot products skipped, then Nsight Compute on one token's launch.
+    HEARTH_TEST_CUDA=1 HEARTH_RING_DIAG=trace t ring_trace "$B/ring_decode" --nocapture
+    grep "decode_ring launch" "$OUT/ring_trace.txt" | sort | uniq -c | sort -rn | head -20
+    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    for v in off on nodot; do
+        case $v in off) env=();; on) env=(HEARTH_RING_DECODE=1);; nodot) env=(HEARTH_RING_DECODE=1 HEARTH_RING_DIAG=nodot);; esac
+        t "probe_q8b_$v" env "${env[@]}" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
+    done
+    grep -H "tg128" "$OUT"/probe_q8b_*.txt | tee -a "$OUT/summary.txt"
+    HEARTH_RING_DECODE=1 t ncu_ring ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy -k decode_ring --launch-skip 40 --launch-count 1 "$E" bench --model /tmp/q8b -p 1 -n 64 -r 0
+    ;;
 kernels)
     HEARTH_TEST_CUDA=1 t kernels "$B/cuda_kernels" --bench
     ;;

@@ -43,18 +43,16 @@ extern "C" __global__ void write_kv_fp8(const float* __restrict__ k, const float
 // heads per block; head_dim <= 256. Same arithmetic as rms_norm, rope and write_kv.
 // Grid: (rows, ceil((n_heads + n_kv_heads) / 4)), 128 threads.
 #define ROPE_HEADS_PER_BLOCK 4
+// One warp's work: head hh (q heads, then k heads) of row `row`, with `sh` (head_dim floats of
+// shared memory) its own. The weight ring (ring.cu) runs the same function on its warps.
 template <typename T>
-__device__ __forceinline__ void rope_write_kv_body(
+__device__ __forceinline__ void rope_write_kv_head(
     float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,
     const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,
     const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,
-    int n_kv_heads, int head_dim, int rotary_dim, int neox) {
-    __shared__ float heads[ROPE_HEADS_PER_BLOCK][256];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int row = blockIdx.x, hh = blockIdx.y * ROPE_HEADS_PER_BLOCK + warp;
-    if (hh >= n_heads + n_kv_heads) return;  // the whole warp: nothing below syncs the block
-    float* sh = heads[warp];
+    int n_kv_heads, int head_dim, int rotary_dim, int neox, int row, int hh, float* sh) {
+    const int lane = threadIdx.x & 31;
     const bool is_q = hh < n_heads;
     const int h = is_q ? hh : hh - n_heads;
     float* x = is_q ? q + ((size_t)row * n_heads + h) * head_dim
@@ -72,9 +70,10 @@ __device__ __forceinline__ void rope_write_kv_body(
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const int i = lane + 32 * e;
-        xv[e] = i < head_dim ? x[i] : 0.f;
+        // q, k and v from L2: in the ring another block wrote them in this launch.
+        xv[e] = i < head_dim ? __ldcg(x + i) : 0.f;
         wv[e] = w && i < head_dim ? w[i] : 1.f;
-        vv[e] = !is_q && i < head_dim ? vr[i] : 0.f;
+        vv[e] = !is_q && i < head_dim ? __ldcg(vr + i) : 0.f;
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) fr[e] = lane + 32 * e < half ? inv_freq[lane + 32 * e] : 0.f;
@@ -121,8 +120,11 @@ __device__ __forceinline__ void rope_write_kv_body(
         const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,  \
         int n_kv_heads, int head_dim, int rotary_dim, int neox) {                                 \
         pdl_begin();                                                                              \
-        rope_write_kv_body(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc, vc, n_heads,   \
-                           n_kv_heads, head_dim, rotary_dim, neox);                               \
+        __shared__ float heads[ROPE_HEADS_PER_BLOCK][256];                                        \
+        const int warp = threadIdx.x >> 5, hh = blockIdx.y * ROPE_HEADS_PER_BLOCK + warp;         \
+        if (hh >= n_heads + n_kv_heads) return; /* the whole warp; nothing syncs the block */     \
+        rope_write_kv_head(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc, vc, n_heads,   \
+                           n_kv_heads, head_dim, rotary_dim, neox, blockIdx.x, hh, heads[warp]);  \
     }
 ROPE_WRITE_KV(rope_write_kv, bf16)
 ROPE_WRITE_KV(rope_write_kv_fp8, fp8)

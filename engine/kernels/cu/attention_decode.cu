@@ -157,6 +157,38 @@ __device__ __forceinline__ void attn_decode_body(
 ATTN_DECODE_ALL(attn_decode, bf16)
 ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 
+// Merges the splits of launch row i's head h (nothing when the row has one split), its
+// dimensions striped over `threads` threads numbered `tid`. The partial results come from L2:
+// in the weight ring (ring.cu), which runs this too, another block wrote them in this launch.
+__device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_ml,
+                                                const float* __restrict__ part_acc,
+                                                float* __restrict__ out,
+                                                const uint32_t* __restrict__ rows,
+                                                const uint32_t* __restrict__ tok_seq,
+                                                const uint32_t* __restrict__ seq_info,
+                                                int n_heads, int head_dim, int split_min, int i,
+                                                int h, int tid, int threads) {
+    const int t = rows[i];
+    const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]), split_min);
+    if (n_split == 1) return;
+    const size_t ph = ((size_t)i * n_heads + h) * DEC_MAX_SPLITS;
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, __ldcg(part_ml + ph + s).x);
+    float L = 0.f;
+    for (int s = 0; s < n_split; s++) {
+        const float2 ml = __ldcg(part_ml + ph + s);
+        if (ml.y > 0.f) L += ml.y * __expf(ml.x - M);
+    }
+    for (int d = tid; d < head_dim; d += threads) {
+        float o = 0.f;
+        for (int s = 0; s < n_split; s++) {
+            const float2 ml = __ldcg(part_ml + ph + s);
+            if (ml.y > 0.f) o += __ldcg(part_acc + (ph + s) * head_dim + d) * __expf(ml.x - M);
+        }
+        out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+    }
+}
+
 // Merges the splits of rows with more than one (in split order); split_min is the split kernel's.
 // Grid: (rows, n_heads).
 extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
@@ -167,20 +199,6 @@ extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
                                              const uint32_t* __restrict__ seq_info, int n_heads,
                                              int head_dim, int split_min) {
     pdl_begin();
-    const int i = blockIdx.x, h = blockIdx.y, t = rows[i];
-    const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]), split_min);
-    if (n_split == 1) return;
-    const size_t ph = ((size_t)i * n_heads + h) * DEC_MAX_SPLITS;
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, part_ml[ph + s].x);
-    float L = 0.f;
-    for (int s = 0; s < n_split; s++)
-        if (part_ml[ph + s].y > 0.f) L += part_ml[ph + s].y * __expf(part_ml[ph + s].x - M);
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float o = 0.f;
-        for (int s = 0; s < n_split; s++)
-            if (part_ml[ph + s].y > 0.f)
-                o += part_acc[(ph + s) * head_dim + d] * __expf(part_ml[ph + s].x - M);
-        out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
-    }
+    attn_merge_head(part_ml, part_acc, out, rows, tok_seq, seq_info, n_heads, head_dim, split_min,
+                    blockIdx.x, blockIdx.y, threadIdx.x, blockDim.x);
 }

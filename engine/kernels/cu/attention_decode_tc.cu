@@ -58,21 +58,23 @@ __device__ __forceinline__ void dtc_load(unsigned char* stage, const T* __restri
     }
 }
 
-template <int HD, typename T>
+// One block's work: launch row i, KV head kvh, split `split`, run by the DTC_WARPS * 32 threads
+// numbered `tid` that `sync` (a barrier of exactly those threads) joins, with `dsm` (S::BYTES) as
+// their shared memory. The kernel below is one such block; the weight ring (ring.cu) runs the
+// same body on four of its warps, so both give the same bits.
+template <int HD, typename T, class Sync>
 __device__ __forceinline__ void attn_decode_tc_body(
     const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
     float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
     const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
     const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
-    int n_kv_heads, int block_size, float scale) {
+    int n_kv_heads, int block_size, float scale, int i, int kvh, int split, int tid,
+    unsigned char* dsm, Sync sync) {
     using S = DtcSmem<HD, T>;
     using Mma = MmaFor<T>;
     constexpr int KC = HD / 16;  // k-chunks of Q K^T
     constexpr int NT = HD / 8;   // n-tiles of O
-    extern __shared__ __align__(16) unsigned char dsm[];
-
-    const int i = blockIdx.x, t = rows[i];
-    const int kvh = blockIdx.y, split = blockIdx.z;
+    const int t = rows[i];
     const int G = n_heads / n_kv_heads, h0 = kvh * G;
     const uint32_t* info = seq_info + 4 * tok_seq[t];
     const int keys = dec_keys(t, info);
@@ -84,7 +86,7 @@ __device__ __forceinline__ void attn_decode_tc_body(
     const uint32_t* table = block_tables + info[3];
     const size_t kv_dim = (size_t)n_kv_heads * HD;
 
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, tg = lane & 3;
     unsigned char* wsm = dsm + warp * S::WARP_BYTES;
 
@@ -100,10 +102,10 @@ __device__ __forceinline__ void attn_decode_tc_body(
         for (int c = 0; c < KC; c++) {
             const int d = 16 * c + 2 * tg;
             const float2 z = make_float2(0.f, 0.f);
-            const float2 a0 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d) : z;
-            const float2 a1 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d) : z;
-            const float2 a2 = lo_ok ? *reinterpret_cast<const float2*>(q_lo + d + 8) : z;
-            const float2 a3 = hi_ok ? *reinterpret_cast<const float2*>(q_hi + d + 8) : z;
+            const float2 a0 = lo_ok ? __ldcg(reinterpret_cast<const float2*>(q_lo + d)) : z;
+            const float2 a1 = hi_ok ? __ldcg(reinterpret_cast<const float2*>(q_hi + d)) : z;
+            const float2 a2 = lo_ok ? __ldcg(reinterpret_cast<const float2*>(q_lo + d + 8)) : z;
+            const float2 a3 = hi_ok ? __ldcg(reinterpret_cast<const float2*>(q_hi + d + 8)) : z;
             qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
             qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
             qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
@@ -219,7 +221,7 @@ __device__ __forceinline__ void attn_decode_tc_body(
     }
 
     // Merge the warps: each writes (max, sum, unnormalised output) of its valid rows.
-    __syncthreads();  // every warp is done with its tiles
+    sync();  // every warp is done with its tiles
     float* mrg = reinterpret_cast<float*>(dsm);
     float* w_ml = mrg + warp * 16 * (HD + 2);  // [16][2] then [16][HD]
     float* w_o = w_ml + 32;
@@ -236,8 +238,8 @@ __device__ __forceinline__ void attn_decode_tc_body(
         if (g + 8 < G)
             *reinterpret_cast<float2*>(w_o + (g + 8) * HD + d) = make_float2(o[n][2], o[n][3]);
     }
-    __syncthreads();
-    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
+    sync();
+    for (int x = tid; x < G * HD; x += DTC_WARPS * 32) {
         const int r = x / HD, d = x % HD, h = h0 + r;
         float M = -INFINITY;
 #pragma unroll
@@ -271,8 +273,11 @@ __device__ __forceinline__ void attn_decode_tc_body(
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int block_size, float scale) {                               \
         pdl_begin();                                                                              \
+        extern __shared__ __align__(16) unsigned char dsm[];                                      \
         attn_decode_tc_body<HD, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,    \
-                                   block_tables, n_heads, n_kv_heads, block_size, scale);         \
+                                   block_tables, n_heads, n_kv_heads, block_size, scale,          \
+                                   blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, dsm,          \
+                                   [] { __syncthreads(); });                                      \
     }
 ATTN_DECODE_TC(attn_decode_tc, bf16, 64)
 ATTN_DECODE_TC(attn_decode_tc, bf16, 128)

@@ -17,13 +17,20 @@
 // and a folded norm sums its squares in norm_row's order for a block of `norm_threads`.
 #include "common.cuh"
 
-#define RING_MAX_STEPS 8
 #define RING_SEGS 3
-#define RING_CW 16  // consumer warps
+// Consumer warps: with the producer 12 warps, three on each of the SM's four schedulers, so
+// a thread may keep 168 registers (the attention step needs them all; 17 warps left it 96).
+#define RING_CW 11
 #define RING_MAX_SLOTS 32
 #define RING_GEMV 0    // y = x . W^T (+ bias), or y += with `add`; up to RING_SEGS matrices
 #define RING_SWIGLU 1  // y = silu(x . Wg^T) * (x . Wu^T): seg[0] gate (and y), seg[1] up
 #define RING_NORM 2    // no weights: block 0 writes the normed input
+// No weights either: one row's q/k norms, RoPE and cache write (rope_write_kv), its attention
+// over the paged cache (attn_decode_tc, a block's work on four consumer warps) and the merge of
+// its splits (attn_decode_merge), each the same bits as those kernels.
+#define RING_ROPE 3
+#define RING_ATTN 4
+#define RING_MERGE 5
 // Give up on a wait after this long (a broken program): trap rather than hang the GPU.
 #define RING_TIMEOUT_NS 5000000000ull
 
@@ -36,8 +43,33 @@ struct RingSeg {
     int pad;
 };
 
+// What the attention steps read and write: the arguments of the kernels they stand for.
+struct RingAttn {
+    float* q;
+    float* k;
+    const float* v;
+    const float* q_norm;  // or null
+    const float* k_norm;
+    const uint32_t* pos;
+    const float* inv_freq;
+    const uint32_t* slots;
+    void* kc;  // bf16 or fp8 caches
+    void* vc;
+    float* out;
+    float2* part_ml;
+    float* part_acc;
+    const uint32_t* rows;
+    const uint32_t* tok_seq;
+    const uint32_t* seq_info;
+    const uint32_t* block_tables;
+    int n_heads, n_kv_heads, head_dim, rotary_dim, neox, block_size, fp8;
+    float eps, scale;
+    int pad;
+};
+
 struct RingStep {
     RingSeg seg[RING_SEGS];
+    RingAttn attn;
     const float* x;       // the input row (k floats), or the row to RMS-norm when gamma is set
     const float* gamma;   // RMS norm weight (k floats), or null
     float* norm_out[2];   // where block 0 writes the normed row (null: nowhere)
@@ -46,21 +78,25 @@ struct RingStep {
     int norm_threads;     // the norm kernel's block size, whose summation order is reproduced
 };
 
-// Passed by value (the kernel parameter space holds it): no program buffer outlives a graph.
+// Passed by value; the steps live in device memory the host keeps for the graph's life.
 struct RingProgram {
-    RingStep steps[RING_MAX_STEPS];
-    // RING_MAX_STEPS arrival counters and an exit counter, zero between launches (the last
-    // block out zeroes them).
+    const RingStep* steps;
+    // An exit counter then an arrival counter a step, zero between launches (the last block
+    // out zeroes them).
     unsigned* counters;
     int count, slot_bytes, slots, xs_floats;
     // Measurement only (HEARTH_RING_DIAG; wrong outputs): RING_FAST_DOT sums each row in one
-    // lane-strided pass and one warp sum instead of gemv.cu's order, RING_NO_DOT skips the dots.
+    // lane-strided pass and one warp sum instead of gemv.cu's order, RING_NO_DOT skips the dots,
+    // RING_NO_WAIT the waits for the step before, RING_NO_STAGE the input staging.
     int diag, pad;
 };
 #define RING_FAST_DOT 1
 #define RING_NO_DOT 2
+#define RING_NO_WAIT 4
+#define RING_NO_STAGE 8
 // The host mirrors these structs (backend src/cuda/kernels/ring.rs, which checks the same size).
-static_assert(sizeof(RingProgram) == 1248, "RingProgram's layout changed: update ring.rs");
+static_assert(sizeof(RingStep) == 328 && sizeof(RingProgram) == 40,
+              "RingStep's or RingProgram's layout changed: update ring.rs");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -104,7 +140,7 @@ __device__ __forceinline__ void ring_consumers_sync() {
 
 // Units of a step: rows of its matrices back to back, or SwiGLU features (a gate and an up row).
 __device__ __forceinline__ int ring_units(const RingStep& s) {
-    if (s.kind == RING_NORM) return 0;
+    if (s.kind >= RING_NORM) return 0;
     if (s.kind == RING_SWIGLU) return s.seg[0].n;
     int u = 0;
     for (int i = 0; i < s.nseg; i++) u += s.seg[i].n;
@@ -171,6 +207,36 @@ __device__ __forceinline__ void ring_dot_piece(const uint4* w, int c0, int c1, i
     }
 }
 
+// ring_dot_piece over two whole rows at once (a SwiGLU feature's gate and up rows), sharing the
+// input's loads: each row's sums are the same operations in the same order as alone.
+__device__ __forceinline__ void ring_dot_pair(const uint4* wg, const uint4* wu, int k8n,
+                                              const float* xs, float (&pg)[GEMV_WARPS],
+                                              float (&pu)[GEMV_WARPS]) {
+    const int lane = threadIdx.x & 31;
+    const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
+#pragma unroll
+    for (int q = 0; q < GEMV_WARPS; q++) {
+        const int k_lo = q * per, k_end = min(k8n, k_lo + per);
+        float ag = 0.f, au = 0.f;
+#pragma unroll 4
+        for (int c = k_lo + lane; c < k_end; c += 32) {
+            float g[8], u[8];
+            bf16x8_to_f32(wg[c], g);
+            bf16x8_to_f32(wu[c], u);
+            const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c);
+            const float4 b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+            ag += g[0] * a.x + g[1] * a.y + g[2] * a.z + g[3] * a.w + g[4] * b.x + g[5] * b.y +
+                  g[6] * b.z + g[7] * b.w;
+            au += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y +
+                  u[6] * b.z + u[7] * b.w;
+        }
+        if (k_lo < k_end) {
+            pg[q] = warp_sum(ag);
+            pu[q] = warp_sum(au);
+        }
+    }
+}
+
 // A row's sum from its quarters', as gemv_sum adds them.
 __device__ __forceinline__ float ring_row_sum(const float (&part)[GEMV_WARPS]) {
     float v = 0.f;
@@ -196,6 +262,7 @@ __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* 
     const float4* x4 = reinterpret_cast<const float4*>(s.x);
     float4* xs4 = reinterpret_cast<float4*>(xs);
     if (!s.gamma) {
+#pragma unroll 4
         for (int i = tid; i < n4; i += RING_CW * 32) xs4[i] = __ldcg(x4 + i);
         ring_consumers_sync();
         return;
@@ -203,6 +270,7 @@ __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* 
     const int T = s.norm_threads, vwarps = T >> 5;
     for (int vw = warp; vw < vwarps; vw += RING_CW) {
         float ss = 0.f;
+#pragma unroll 4
         for (int i = vw * 32 + lane; i < n4; i += T) {
             const float4 a = __ldcg(x4 + i);
             xs4[i] = a;
@@ -273,15 +341,78 @@ __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chu
         }
         // Quarters past K (narrow rows) stay zero, as gemv.cu's empty warps' sums are.
         float a = 0.f, p[GEMV_WARPS] = {0.f, 0.f, 0.f, 0.f};
-        ring_dot_piece(chunk + (size_t)j * k8n, 0, k8n, k8n, xs, a, p);
         if (s.kind == RING_SWIGLU) {
-            float b = 0.f, q[GEMV_WARPS] = {0.f, 0.f, 0.f, 0.f};
-            ring_dot_piece(chunk + (size_t)(rows + j) * k8n, 0, k8n, k8n, xs, b, q);
+            float q[GEMV_WARPS] = {0.f, 0.f, 0.f, 0.f};
+            ring_dot_pair(chunk + (size_t)j * k8n, chunk + (size_t)(rows + j) * k8n, k8n, xs, p,
+                          q);
             const float gate = ring_row_sum(p), up = ring_row_sum(q);
             if (lane == 0) s.seg[0].y[r0 + j] = gate / (1.f + expf(-gate)) * up;
-        } else if (lane == 0) {
+            continue;
+        }
+        ring_dot_piece(chunk + (size_t)j * k8n, 0, k8n, k8n, xs, a, p);
+        if (lane == 0) {
             ring_store(s, g, r0 + j, ring_row_sum(p));
         }
+    }
+}
+
+// The four consumer warps that run an attention block's work, with their own barrier.
+struct RingAttnSync {
+    __device__ __forceinline__ void operator()() const {
+        asm volatile("bar.sync 2, %0;" ::"n"(DTC_WARPS * 32) : "memory");
+    }
+};
+
+template <int HD, typename T>
+__device__ __forceinline__ void ring_attn_block(const RingAttn& a, int kvh, int split,
+                                                unsigned char* smem) {
+    attn_decode_tc_body<HD, T>(a.q, static_cast<const T*>(a.kc), static_cast<const T*>(a.vc),
+                               a.out, a.part_ml, a.part_acc, a.rows, a.tok_seq, a.seq_info,
+                               a.block_tables, a.n_heads, a.n_kv_heads, a.block_size, a.scale, 0,
+                               kvh, split, threadIdx.x, smem, RingAttnSync());
+}
+
+// One of the attention steps for launch row 0, this block's share: heads of q then k a warp
+// (RoPE), (KV head, split) pairs a block on its first four warps (attention), or heads a block
+// (merge). `xs` is the shared memory (the staging area, sized by the host for these).
+__device__ __forceinline__ void ring_attention(const RingStep& s, unsigned char* xs) {
+    const RingAttn& a = s.attn;
+    const int warp = threadIdx.x >> 5;
+    if (s.kind == RING_ROPE) {
+        const int heads = a.n_heads + a.n_kv_heads;
+        float* sh = reinterpret_cast<float*>(xs) + warp * 256;
+        for (int hh = blockIdx.x + warp * gridDim.x; hh < heads; hh += gridDim.x * RING_CW) {
+            if (a.fp8)
+                rope_write_kv_head(a.q, a.k, a.v, a.q_norm, a.k_norm, a.eps, a.pos, a.inv_freq,
+                                   a.slots, static_cast<fp8*>(a.kc), static_cast<fp8*>(a.vc),
+                                   a.n_heads, a.n_kv_heads, a.head_dim, a.rotary_dim, a.neox, 0,
+                                   hh, sh);
+            else
+                rope_write_kv_head(a.q, a.k, a.v, a.q_norm, a.k_norm, a.eps, a.pos, a.inv_freq,
+                                   a.slots, static_cast<bf16*>(a.kc), static_cast<bf16*>(a.vc),
+                                   a.n_heads, a.n_kv_heads, a.head_dim, a.rotary_dim, a.neox, 0,
+                                   hh, sh);
+            __syncwarp();  // sh is reused by the warp's next head
+        }
+    } else if (s.kind == RING_ATTN) {
+        if (warp >= DTC_WARPS) return;
+        const int t = a.rows[0];
+        const int splits = dec_splits(dec_keys(t, a.seq_info + 4 * a.tok_seq[t]), DTC_SPLIT_MIN);
+        for (int j = blockIdx.x; j < a.n_kv_heads * splits; j += gridDim.x) {
+            const int kvh = j / splits, split = j % splits;
+            if (a.fp8) {
+                if (a.head_dim == 128) ring_attn_block<128, fp8>(a, kvh, split, xs);
+                else ring_attn_block<64, fp8>(a, kvh, split, xs);
+            } else {
+                if (a.head_dim == 128) ring_attn_block<128, bf16>(a, kvh, split, xs);
+                else ring_attn_block<64, bf16>(a, kvh, split, xs);
+            }
+            RingAttnSync()();  // the block's shared memory is reused by its next pair
+        }
+    } else {
+        for (int h = blockIdx.x; h < a.n_heads; h += gridDim.x)
+            attn_merge_head(a.part_ml, a.part_acc, a.out, a.rows, a.tok_seq, a.seq_info,
+                            a.n_heads, a.head_dim, DTC_SPLIT_MIN, 0, h, threadIdx.x, RING_CW * 32);
     }
 }
 
@@ -351,11 +482,20 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
     int gc = 0;  // chunks of the steps before
     for (int i = 0; i < prog.count; i++) {
         const RingStep& s = prog.steps[i];
-        if (i > 0) {
-            if (threadIdx.x == 0) ring_counter_wait(prog.counters + i - 1, gridDim.x);
+        if (i > 0 && !(prog.diag & RING_NO_WAIT)) {
+            if (threadIdx.x == 0) ring_counter_wait(prog.counters + i, gridDim.x);
             ring_consumers_sync();
         }
-        if (s.kind != RING_NORM || blockIdx.x == 0) ring_stage(s, xs, norm_part);
+        if (s.kind > RING_NORM) {
+            ring_attention(s, reinterpret_cast<unsigned char*>(xs));
+            ring_consumers_sync();
+            if (threadIdx.x == 0)
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + 1 + i)
+                             : "memory");
+            continue;
+        }
+        if ((s.kind != RING_NORM || blockIdx.x == 0) && !(prog.diag & RING_NO_STAGE))
+            ring_stage(s, xs, norm_part);
         const int units = ring_units(s);
         const int per = (units + gridDim.x - 1) / gridDim.x;
         const int u_first = min(units, (int)blockIdx.x * per);
@@ -381,17 +521,17 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
         // writes before thread 0's release).
         ring_consumers_sync();
         if (threadIdx.x == 0)
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + i)
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + 1 + i)
                          : "memory");
     }
     if (threadIdx.x == 0) {
         // The last block out zeroes the counters for the next launch: every block is past its
         // last wait by then.
         __threadfence();
-        unsigned* exits = prog.counters + RING_MAX_STEPS;
+        unsigned* exits = prog.counters;
         if (atomicAdd(exits, 1u) == gridDim.x - 1) {
             __threadfence();
-            for (int i = 0; i < prog.count; i++) prog.counters[i] = 0;
+            for (int i = 1; i <= prog.count; i++) prog.counters[i] = 0;
             *exits = 0;
             __threadfence();
         }

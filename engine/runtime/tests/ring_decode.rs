@@ -1,9 +1,10 @@
 //! The weight ring (HEARTH_RING_DECODE=1, `engine/kernels/cu/ring.cu`) runs a one-row decode's
-//! GEMVs and norms as persistent launches; it must give the same bits as the GEMV and norm
-//! kernels it replaces, which also serve that sequence inside a batch (batch invariance). On
-//! the tiny dense fixtures (Llama, Qwen2 with qkv bias, Qwen3 with q/k norm) and on two layers
-//! of Qwen3-8B's shape in random weights (a 4096-wide norm over a block of 1024 threads, the
-//! down projection's 24 KB rows cut in pieces of the ring's slots, several rows a slot), every
+//! GEMVs, norms, RoPE + cache write and attention as one persistent launch a token; it must give
+//! the same bits as the kernels it replaces, which also serve that sequence inside a batch
+//! (batch invariance). On the tiny dense fixtures (Llama, Qwen2 with qkv bias, Qwen3 with q/k
+//! norm) and on two layers of Qwen3-8B's shape in random weights (a 4096-wide norm over a block
+//! of 1024 threads, the down projection's 24 KB rows cut in pieces of the ring's slots, several
+//! rows a slot, 300 positions so attention runs in up to three splits and merges them), every
 //! decode position's logits through the batch-1 graph, and a greedy continuation, with the ring
 //! and without, in one process. Needs the `cuda` feature and HEARTH_TEST_CUDA=1 on a GPU of compute
 //! capability 9.0 or later (the ring needs it; the test fails where it cannot run).
@@ -44,8 +45,18 @@ fn qwen3_8b_layers() -> PathBuf {
     dir
 }
 
-/// Decode logits of every position of PROMPT and 12 greedy tokens after it.
-fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
+/// The prompt for a model: PROMPT, or 300 tokens of the 2048 of the Qwen3-8B-shaped layers
+/// (past 256 keys the attention takes three splits).
+fn prompt(arch: &str) -> Vec<u32> {
+    if arch != "qwen3-8b-layers" {
+        return PROMPT.to_vec();
+    }
+    (0..300u32).map(|i| (i * 7919 + 13) % 2048).collect()
+}
+
+/// Decode logits of every position of the prompt, 12 greedy tokens after it, and the ring's
+/// (launches, batch-1 graph captures) (None without the ring).
+fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>, Option<(usize, usize)>) {
     // The ring is chosen when the backend loads its kernels. This file holds one test, so
     // nothing else reads the environment meanwhile.
     if ring {
@@ -62,13 +73,14 @@ fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
     };
     let src = hearth_models::open(&dir).unwrap();
     let model = hearth_models::load_model(&backend, src.as_ref()).unwrap();
-    let logits = Generator::new(&backend, model.as_ref(), 128)
+    let prompt = prompt(arch);
+    let logits = Generator::new(&backend, model.as_ref(), 512)
         .unwrap()
-        .decode_logits(&PROMPT);
+        .decode_logits(&prompt);
     let mut tokens = Vec::new();
-    Generator::new(&backend, model.as_ref(), 128)
+    Generator::new(&backend, model.as_ref(), 512)
         .unwrap()
-        .generate(&PROMPT, 12, &SamplingParams::default(), &[], |t| {
+        .generate(&prompt, 12, &SamplingParams::default(), &[], |t| {
             tokens.push(t);
             true
         })
@@ -80,10 +92,10 @@ fn run(arch: &str, ring: bool) -> (Vec<f32>, Vec<u32>) {
         "{arch}: the ring is on when asked (sm_90+)"
     );
     assert!(
-        launches.unwrap_or(1) > 0,
+        launches.map_or(1, |l| l.0) > 0,
         "{arch}: the ring was never launched"
     );
-    (logits, tokens)
+    (logits, tokens, launches)
 }
 
 #[test]
@@ -93,8 +105,8 @@ fn ring_decode_matches_the_gemv_kernels_bit_for_bit() {
         return;
     }
     for arch in ["llama", "qwen2", "qwen3", "qwen3-8b-layers"] {
-        let (want, want_tokens) = run(arch, false);
-        let (got, got_tokens) = run(arch, true);
+        let (want, want_tokens, _) = run(arch, false);
+        let (got, got_tokens, launches) = run(arch, true);
         assert_eq!(got.len(), want.len());
         let differ = got
             .iter()
@@ -107,12 +119,18 @@ fn ring_decode_matches_the_gemv_kernels_bit_for_bit() {
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
         println!(
-            "{arch}: {} decode logits, {differ} differ (max {max:.2e}); greedy {:?}",
+            "{arch}: {} decode logits, {differ} differ (max {max:.2e}); greedy {:?}; ring \
+             (launches, captures) {launches:?}",
             got.len(),
             got_tokens
         );
         assert_eq!(differ, 0, "{arch}: the ring changed {differ} logits");
         assert_eq!(got_tokens, want_tokens, "{arch}: greedy tokens");
+        if arch == "qwen3-8b-layers" {
+            // Everything between the embedding and argmax, attention included, in one launch.
+            let (l, c) = launches.unwrap();
+            assert_eq!(l, c, "{arch}: one ring launch a token");
+        }
     }
     std::env::remove_var("HEARTH_RING_DECODE");
 }

@@ -88,9 +88,9 @@ impl CudaBackend {
         })
     }
 
-    /// The weight ring's launches recorded so far (HEARTH_RING_DECODE=1), or None when it is
-    /// off (tests check that it ran).
-    pub fn decode_ring_launches(&self) -> Option<usize> {
+    /// The weight ring's (launches, batch-1 decode graph captures) so far (HEARTH_RING_DECODE=1;
+    /// a token's launches are their ratio), or None when it is off (tests check that it ran).
+    pub fn decode_ring_launches(&self) -> Option<(usize, usize)> {
         self.kernels.ring_launches()
     }
 

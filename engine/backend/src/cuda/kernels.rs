@@ -612,6 +612,9 @@ impl Kernels {
             rotary_dim as i32,
             neox as i32,
         );
+        if a.rows == 1 && !self.skipping() && self.ring_rope(a)? {
+            return Ok(());
+        }
         let (kc, vc) = a.caches;
         launch!(
             @fn self,

@@ -151,9 +151,17 @@ impl Kernels {
         n_rows: usize,
         parts: u64,
     ) -> Result<(), BackendError> {
+        let ml_bytes = Self::decode_ml_bytes(a.n_heads);
+        let smem = Self::decode_tc_smem(a.head_dim, a.fp8);
+        if n_rows == 1
+            && !self.skipping()
+            && self.ring_attention(a, (rows, parts, ml_bytes), smem)?
+        {
+            return Ok(());
+        }
         let [nh, nkv, _, bs] = a.layout();
         let ml = parts;
-        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        let acc = parts + ml_bytes as u64;
         let f = &self.attn_decode_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
         for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
             let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
@@ -161,7 +169,7 @@ impl Kernels {
             let c = LaunchConfig {
                 grid_dim: (n, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
                 block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
-                shared_mem_bytes: Self::decode_tc_smem(a.head_dim, a.fp8) as u32,
+                shared_mem_bytes: smem as u32,
             };
             launch!(
                 @fn self,

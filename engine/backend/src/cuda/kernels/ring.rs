@@ -1,11 +1,12 @@
 //! The weight ring's host side (ring.cu): while a one-row decode graph is captured, the GEMV
-//! launches and the RMS norms before them are recorded as steps of a program instead of
-//! launched, and a run of them goes out as one persistent `decode_ring` launch when anything
-//! else is launched (RoPE, attention, argmax) or the capture ends. A norm is folded into the
-//! next GEMV that reads its output (every block norms the input as it stages it; block 0 also
-//! writes the normed row, for any later reader), and the batch-1 gather of the logits row into
-//! that same norm. Opt-in with HEARTH_RING_DECODE=1 (sm_90 and later) while it is measured;
-//! design and measurements in docs/decode-ring-design.md.
+//! launches, the RMS norms before them, RoPE + the cache write and the tensor-core decode
+//! attention (with its merge) are recorded as steps of a program instead of launched, and a run
+//! of them goes out as one persistent `decode_ring` launch when anything else is launched (the
+//! embedding, argmax) or the capture ends: a dense model's whole token is one launch. A norm is
+//! folded into the next GEMV that reads its output (every block norms the input as it stages
+//! it; block 0 also writes the normed row, for any later reader), and the batch-1 gather of the
+//! logits row into that same norm. Opt-in with HEARTH_RING_DECODE=1 (sm_90 and later) while it
+//! is measured; design and measurements in docs/decode-ring-design.md.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,22 +15,28 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig};
 
 use super::launch::Launch;
-use super::{norm_threads, Kernels};
+use super::{norm_threads, AttnLaunch, Kernels, RopeWriteLaunch};
 use crate::BackendError;
 
-/// Steps a launch holds (RING_MAX_STEPS), matrices a step (RING_SEGS), consumer warps (RING_CW)
-/// and ring slots (RING_MAX_SLOTS), as ring.cu has them.
-const MAX_STEPS: usize = 8;
+/// Matrices a step (RING_SEGS), consumer warps (RING_CW) and ring slots (RING_MAX_SLOTS), as
+/// ring.cu has them.
 const SEGS: usize = 3;
-const CONSUMER_WARPS: u32 = 16;
+const CONSUMER_WARPS: u32 = 11;
 const MAX_SLOTS: usize = 32;
 /// The smallest ring that still streams ahead, and the slot size when rows allow.
 const MIN_SLOTS: usize = 4;
 const SLOT_BYTES: usize = 16 << 10;
+/// Steps the programs of one capture hold together (device memory kept for the graph's life).
+const MAX_PROGRAM: usize = 4096;
 
 const KIND_GEMV: i32 = 0;
 const KIND_SWIGLU: i32 = 1;
 const KIND_NORM: i32 = 2;
+const KIND_ROPE: i32 = 3;
+const KIND_ATTN: i32 = 4;
+const KIND_MERGE: i32 = 5;
+/// Head sizes RoPE steps take (a warp's 256 floats of shared memory).
+const ROPE_MAX_HEAD: usize = 256;
 
 /// ring.cu's RingSeg.
 #[repr(C)]
@@ -42,11 +49,45 @@ struct Seg {
     pad: i32,
 }
 
-/// ring.cu's RingStep.
+/// ring.cu's RingAttn: the arguments of rope_write_kv, attn_decode_tc and attn_decode_merge.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct Attn {
+    q: u64,
+    k: u64,
+    v: u64,
+    q_norm: u64,
+    k_norm: u64,
+    pos: u64,
+    inv_freq: u64,
+    slots: u64,
+    kc: u64,
+    vc: u64,
+    out: u64,
+    part_ml: u64,
+    part_acc: u64,
+    rows: u64,
+    tok_seq: u64,
+    seq_info: u64,
+    block_tables: u64,
+    n_heads: i32,
+    n_kv_heads: i32,
+    head_dim: i32,
+    rotary_dim: i32,
+    neox: i32,
+    block_size: i32,
+    fp8: i32,
+    eps: f32,
+    scale: f32,
+    pad: i32,
+}
+
+/// ring.cu's RingStep. For the attention steps `k` is the shared memory they need, in floats.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct Step {
     seg: [Seg; SEGS],
+    attn: Attn,
     x: u64,
     gamma: u64,
     norm_out: [u64; 2],
@@ -58,11 +99,11 @@ struct Step {
     norm_threads: i32,
 }
 
-/// ring.cu's RingProgram, passed by value.
+/// ring.cu's RingProgram, passed by value (its steps in device memory).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct Program {
-    steps: [Step; MAX_STEPS],
+    steps: u64,
     counters: u64,
     count: i32,
     slot_bytes: i32,
@@ -73,8 +114,8 @@ struct Program {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Program>() == 1248,
-    "ring.cu's RingProgram"
+    std::mem::size_of::<Step>() == 328 && std::mem::size_of::<Program>() == 40,
+    "ring.cu's RingStep and RingProgram"
 );
 
 // SAFETY: Program is a #[repr(C)] struct of integers, floats and device addresses, laid out as
@@ -97,6 +138,8 @@ struct Pending {
     recording: bool,
     steps: Vec<Step>,
     norm: Option<Norm>,
+    /// Steps of this capture's launches so far (where the next program goes).
+    used: usize,
 }
 
 /// A GEMV to record: its matrices (W, bias or 0, y, rows), input x [k] and whether it adds into
@@ -110,19 +153,26 @@ pub struct RingGemv<'a> {
 
 pub struct Ring {
     func: CudaFunction,
-    /// MAX_STEPS arrival counters and an exit counter, zero between launches.
+    /// An exit counter and MAX_PROGRAM arrival counters, zero between launches.
     _counters: CudaSlice<u32>,
     counters: u64,
+    /// The programs of the current capture's launches, back to back (MAX_PROGRAM steps).
+    _programs: CudaSlice<u8>,
+    programs: u64,
     sms: u32,
     /// Dynamic shared memory a block may take.
     smem: usize,
     pending: Mutex<Pending>,
-    /// Launches recorded so far (a captured graph's count once).
+    /// Launches recorded, and captures that recorded (a token's launches are their ratio).
     launches: AtomicUsize,
-    /// HEARTH_RING_DIAG (measurement only, wrong outputs): `fastdot` sums rows in one pass
-    /// instead of gemv.cu's order, `nodot` skips the dot products (ring.cu's RING_FAST_DOT,
-    /// RING_NO_DOT).
+    captures: AtomicUsize,
+    /// HEARTH_RING_DIAG, `,` or `+` between names (measurement only, wrong outputs): `fastdot` sums rows
+    /// in one pass instead of gemv.cu's order, `nodot` skips the dot products, `nowait` the
+    /// waits for the step before, `nostage` the input staging (ring.cu's RING_FAST_DOT,
+    /// RING_NO_DOT, RING_NO_WAIT, RING_NO_STAGE).
     diag: i32,
+    /// HEARTH_RING_DIAG containing `trace`: each launch's steps on stderr, a letter a step.
+    trace: bool,
     /// Slot size (HEARTH_RING_SLOT_KB, default 16), SwiGLU steps' two rows at least.
     slot_bytes: usize,
     /// Whether launches in decode graphs are programmatic (the producer then streams weights
@@ -154,25 +204,34 @@ impl Ring {
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             smem as i32,
         )?;
-        let counters = stream.alloc_zeros::<u32>(MAX_STEPS + 1)?;
+        let counters = stream.alloc_zeros::<u32>(MAX_PROGRAM + 1)?;
         let ptr = counters.device_ptr(stream).0;
+        let programs = stream.alloc_zeros::<u8>(MAX_PROGRAM * std::mem::size_of::<Step>())?;
+        let programs_ptr = programs.device_ptr(stream).0;
         Ok(Some(Ring {
             func,
             _counters: counters,
             counters: ptr,
+            _programs: programs,
+            programs: programs_ptr,
             sms: sms as u32,
             smem,
             pending: Mutex::new(Pending::default()),
             launches: AtomicUsize::new(0),
+            captures: AtomicUsize::new(0),
             slot_bytes: std::env::var("HEARTH_RING_SLOT_KB")
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(SLOT_BYTES, |kb| kb.clamp(4, 64) << 10),
-            diag: match std::env::var("HEARTH_RING_DIAG").as_deref() {
-                Ok("fastdot") => 1,
-                Ok("nodot") => 2,
-                _ => 0,
-            },
+            diag: std::env::var("HEARTH_RING_DIAG").map_or(0, |d| {
+                [("fastdot", 1), ("nodot", 2), ("nowait", 4), ("nostage", 8)]
+                    .iter()
+                    .filter(|(name, _)| d.split([',', '+']).any(|x| x == *name))
+                    .map(|(_, bit)| bit)
+                    .sum()
+            }),
+            trace: std::env::var("HEARTH_RING_DIAG")
+                .is_ok_and(|d| d.split([',', '+']).any(|x| x == "trace")),
             pdl,
         }))
     }
@@ -181,15 +240,24 @@ impl Ring {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts (or stops) recording; stopping drops nothing: flush first.
+    /// Starts (or stops) recording; stopping drops nothing: flush first. A capture starts only
+    /// when the graph its programs served is gone, so their memory is reused.
     pub fn record(&self, on: bool) {
         let mut p = self.pending();
         debug_assert!(p.steps.is_empty() && p.norm.is_none(), "flush before");
+        if on && !p.recording {
+            p.used = 0;
+            self.captures.fetch_add(1, Ordering::Relaxed);
+        }
         p.recording = on;
     }
 
-    pub fn launches(&self) -> usize {
-        self.launches.load(Ordering::Relaxed)
+    /// (launches, captures) so far.
+    pub fn launches(&self) -> (usize, usize) {
+        (
+            self.launches.load(Ordering::Relaxed),
+            self.captures.load(Ordering::Relaxed),
+        )
     }
 
     pub fn recording(&self) -> bool {
@@ -314,6 +382,96 @@ impl Ring {
         }
     }
 
+    /// Records the q/k norms, RoPE and cache write of one row (rope_write_kv); false when the
+    /// ring cannot take it (the caller launches it).
+    pub fn rope(&self, stream: &CudaStream, a: &RopeWriteLaunch) -> Result<bool, BackendError> {
+        let k = CONSUMER_WARPS as usize * ROPE_MAX_HEAD;
+        let attn = Attn {
+            q: a.q,
+            k: a.k,
+            v: a.v,
+            q_norm: a.norms.0,
+            k_norm: a.norms.1,
+            pos: a.positions,
+            inv_freq: a.inv_freq,
+            slots: a.slots,
+            kc: a.caches.0,
+            vc: a.caches.1,
+            n_heads: a.shape.n_heads as i32,
+            n_kv_heads: a.n_kv_heads as i32,
+            head_dim: a.shape.head_dim as i32,
+            rotary_dim: a.shape.rotary_dim as i32,
+            neox: i32::from(a.shape.neox),
+            fp8: i32::from(a.fp8),
+            eps: a.eps,
+            ..Attn::default()
+        };
+        let ok = a.rows == 1 && a.shape.head_dim <= ROPE_MAX_HEAD;
+        self.record_steps(stream, ok, &[(KIND_ROPE, k, attn)])
+    }
+
+    /// Records one row's decode attention on the tensor cores and the merge of its splits
+    /// (attn_decode_tc, attn_decode_merge; `parts` is their split buffer, `ml_bytes` its
+    /// (max, sum) part), needing `smem` bytes of shared memory; false when the ring cannot take
+    /// it.
+    pub fn attention(
+        &self,
+        stream: &CudaStream,
+        a: &AttnLaunch,
+        (rows, parts, ml_bytes): (u64, u64, usize),
+        smem: usize,
+    ) -> Result<bool, BackendError> {
+        let attn = Attn {
+            q: a.q,
+            kc: a.k_cache,
+            vc: a.v_cache,
+            out: a.out,
+            part_ml: parts,
+            part_acc: parts + ml_bytes as u64,
+            rows,
+            tok_seq: a.tok_seq,
+            seq_info: a.seq_info,
+            block_tables: a.block_tables,
+            n_heads: a.n_heads as i32,
+            n_kv_heads: a.n_kv_heads as i32,
+            head_dim: a.head_dim as i32,
+            block_size: a.block_size as i32,
+            fp8: i32::from(a.fp8),
+            scale: a.scale,
+            ..Attn::default()
+        };
+        let steps = [(KIND_ATTN, smem.div_ceil(4), attn), (KIND_MERGE, 0, attn)];
+        self.record_steps(stream, !a.out_bf16, &steps)
+    }
+
+    /// Records steps without weights ((kind, shared memory floats, arguments)) when recording
+    /// and `ok`; else launches what is pending and returns false.
+    fn record_steps(
+        &self,
+        stream: &CudaStream,
+        ok: bool,
+        steps: &[(i32, usize, Attn)],
+    ) -> Result<bool, BackendError> {
+        let mut p = self.pending();
+        let fits = steps.iter().all(|s| self.layout(s.1, 0).is_some());
+        if !p.recording || !ok || !fits {
+            drop(p);
+            self.flush(stream)?;
+            return Ok(false);
+        }
+        self.settle_norm(stream, &mut p)?;
+        for &(kind, k, attn) in steps {
+            let step = Step {
+                kind,
+                k: k as i32,
+                attn,
+                ..Step::default()
+            };
+            self.push(stream, &mut p, step)?;
+        }
+        Ok(true)
+    }
+
     /// A pending norm that no step folded becomes a step of its own.
     fn settle_norm(&self, stream: &CudaStream, p: &mut Pending) -> Result<(), BackendError> {
         let Some(n) = p.norm.take() else {
@@ -332,13 +490,13 @@ impl Ring {
         self.push(stream, p, step)
     }
 
-    /// Appends a step, launching what is pending first when the program is full or the step
-    /// would not fit the same shared memory layout.
+    /// Appends a step, launching what is pending first when the step would not fit the same
+    /// shared memory layout.
     fn push(&self, stream: &CudaStream, p: &mut Pending, step: Step) -> Result<(), BackendError> {
         let fits = self
             .layout_with(p, (step.k as usize, step.kind == KIND_SWIGLU))
             .is_some();
-        if p.steps.len() == MAX_STEPS || !fits {
+        if !fits {
             self.launch(stream, p)?;
         }
         p.steps.push(step);
@@ -359,8 +517,19 @@ impl Ring {
         let (xs, slot, slots) = self
             .layout_with(p, (0, false))
             .expect("every recorded step fits the ring (checked when recorded)");
-        let mut prog = Program {
-            steps: [Step::default(); MAX_STEPS],
+        if p.used + p.steps.len() > MAX_PROGRAM {
+            return Err(BackendError::Cuda(format!(
+                "the weight ring's programs take more than {MAX_PROGRAM} steps a capture"
+            )));
+        }
+        let at = self.programs + (p.used * std::mem::size_of::<Step>()) as u64;
+        // SAFETY: `at` is inside the programs buffer (checked above) and no graph that reads
+        // this part of it can run (it belonged to a graph dropped before this capture began);
+        // the backend's stream is non-blocking and capturing, so this synchronous copy does
+        // not join its capture.
+        unsafe { cudarc::driver::result::memcpy_htod_sync(at, &p.steps) }?;
+        let prog = Program {
+            steps: at,
             counters: self.counters,
             count: p.steps.len() as i32,
             slot_bytes: slot as i32,
@@ -369,7 +538,15 @@ impl Ring {
             diag: self.diag,
             pad: 0,
         };
-        prog.steps[..p.steps.len()].copy_from_slice(&p.steps);
+        if self.trace {
+            let kinds: String = p
+                .steps
+                .iter()
+                .map(|s| b"GSNRAM"[s.kind as usize] as char)
+                .collect();
+            eprintln!("decode_ring launch of {} steps: {kinds}", p.steps.len());
+        }
+        p.used += p.steps.len();
         p.steps.clear();
         let cfg = LaunchConfig {
             grid_dim: (self.sms, 1, 1),
@@ -407,8 +584,8 @@ impl Kernels {
         }
     }
 
-    /// The weight ring's launches so far, or None when it is off.
-    pub fn ring_launches(&self) -> Option<usize> {
+    /// The weight ring's (launches, batch-1 graph captures) so far, or None when it is off.
+    pub fn ring_launches(&self) -> Option<(usize, usize)> {
         self.ring.as_ref().map(Ring::launches)
     }
 
@@ -416,6 +593,28 @@ impl Kernels {
     /// along with the norm that writes src).
     pub fn ring_alias(&self, src: u64, dst: u64, cols: usize) -> bool {
         self.ring.as_ref().is_some_and(|r| r.alias(src, dst, cols))
+    }
+
+    /// Whether the ring recorded this one-row rope_write_kv instead of a launch.
+    pub(super) fn ring_rope(&self, a: &RopeWriteLaunch) -> Result<bool, BackendError> {
+        match &self.ring {
+            Some(r) if r.recording() => r.rope(&self.stream, a),
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether the ring recorded this one-row tensor-core decode attention (and its merge)
+    /// instead of launches.
+    pub(super) fn ring_attention(
+        &self,
+        a: &AttnLaunch,
+        (rows, parts, ml_bytes): (u64, u64, usize),
+        smem: usize,
+    ) -> Result<bool, BackendError> {
+        match &self.ring {
+            Some(r) if r.recording() => r.attention(&self.stream, a, (rows, parts, ml_bytes), smem),
+            _ => Ok(false),
+        }
     }
 
     /// Whether the ring recorded this one-row GEMV instead of a launch.
