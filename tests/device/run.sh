@@ -29,10 +29,13 @@
 #            (pack.sh with AB_CUBINS="NAME=path ...")
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
-#   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the GEMV kernels on the
+#   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
 #            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
 #            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
 #            with it, twice, in this one command (pack.sh ring_decode hf_reference)
+#   ringprobe  where the ring's time goes: its launches a token (HEARTH_RING_DIAG=trace), tg128
+#            off / on / without dot products, Nsight Compute on one token's launch
+#            (pack.sh ring_decode)
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers or with a weight ring (a producer warp streaming the weights ahead of the
