@@ -84,18 +84,29 @@ struct RingProgram {
     // An exit counter then an arrival counter a step, zero between launches (the last block
     // out zeroes them).
     unsigned* counters;
+    // Measurement only (HEARTH_RING_DIAG=timeline), else null: RING_TL values a (step, block),
+    // [step][block][RING_TL] from this launch's first step (see ring_timeline.rs).
+    unsigned long long* timeline;
     int count, slot_bytes, slots, xs_floats;
     // Measurement only (HEARTH_RING_DIAG; wrong outputs): RING_FAST_DOT sums each row in one
     // lane-strided pass and one warp sum instead of gemv.cu's order, RING_NO_DOT skips the dots,
-    // RING_NO_WAIT the waits for the step before, RING_NO_STAGE the input staging.
+    // RING_NO_WAIT the waits for the step before, RING_NO_STAGE the input staging, RING_RELAXED
+    // the release ordering of a block's arrival.
     int diag, pad;
 };
 #define RING_FAST_DOT 1
 #define RING_NO_DOT 2
 #define RING_NO_WAIT 4
 #define RING_NO_STAGE 8
+#define RING_RELAXED 16
 // The host mirrors these structs (backend src/cuda/kernels/ring.rs, which checks the same size).
-static_assert(sizeof(RingStep) == 328 && sizeof(RingProgram) == 40,
+// A timeline entry: consumer thread 0's times (globaltimer ns) at the step's start, after its
+// wait for the step before, after staging and at its end; its clock cycles waiting for full
+// slots; the producer's time at the step's first copy and its cycles waiting for empty slots;
+// the step's chunks; consumer warp 0's clock cycles in its dot products and its time (ns) at
+// the barrier that ends the step, waiting for the other warps; when its release was done.
+#define RING_TL 11
+static_assert(sizeof(RingStep) == 328 && sizeof(RingProgram) == 48,
               "RingStep's or RingProgram's layout changed: update ring.rs");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -134,8 +145,27 @@ __device__ __forceinline__ void ring_counter_wait(const unsigned* counter, unsig
     }
 }
 
+// Counts the block in for a step (a release at GPU scope, which covers the other warps' writes
+// ordered before it by the consumers' barrier); with a timeline, stamps when it is done.
+// RING_RELAXED (measurement only, races): no release, to time what the release costs.
+__device__ __forceinline__ void ring_arrive(unsigned* counter, unsigned long long* tl, int diag) {
+    if (diag & RING_RELAXED)
+        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    else
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    if (tl) tl[10] = ring_now();
+}
+
 __device__ __forceinline__ void ring_consumers_sync() {
     asm volatile("bar.sync 1, %0;" ::"n"(RING_CW * 32) : "memory");
+}
+
+// Copies a step's descriptor into shared memory (threads t of n), so that the work on its
+// chunks reads no global memory.
+__device__ __forceinline__ void ring_copy_step(const RingStep* src, RingStep* dst, int t, int n) {
+    const int* from = reinterpret_cast<const int*>(src);
+    int* to = reinterpret_cast<int*>(dst);
+    for (int j = t; j < (int)(sizeof(RingStep) / 4); j += n) to[j] = __ldg(from + j);
 }
 
 // Units of a step: rows of its matrices back to back, or SwiGLU features (a gate and an up row).
@@ -194,8 +224,8 @@ __device__ __forceinline__ void ring_dot_piece(const uint4* w, int c0, int c1, i
         for (; c < hi; c += 32) {
             float wf[8];
             bf16x8_to_f32(w[c - c0], wf);
-            const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c);
-            const float4 b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+            const float4 a = reinterpret_cast<const float4*>(xs)[c];
+            const float4 b = reinterpret_cast<const float4*>(xs)[k8n + c];
             // gemv_partials' very expression, so that the compiler contracts it the same way.
             acc += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
                    wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
@@ -223,8 +253,8 @@ __device__ __forceinline__ void ring_dot_pair(const uint4* wg, const uint4* wu, 
             float g[8], u[8];
             bf16x8_to_f32(wg[c], g);
             bf16x8_to_f32(wu[c], u);
-            const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c);
-            const float4 b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+            const float4 a = reinterpret_cast<const float4*>(xs)[c];
+            const float4 b = reinterpret_cast<const float4*>(xs)[k8n + c];
             ag += g[0] * a.x + g[1] * a.y + g[2] * a.z + g[3] * a.w + g[4] * b.x + g[5] * b.y +
                   g[6] * b.z + g[7] * b.w;
             au += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y +
@@ -245,25 +275,38 @@ __device__ __forceinline__ float ring_row_sum(const float (&part)[GEMV_WARPS]) {
     return v;
 }
 
-// The epilogue of output row r of segment g (gemv_features: + bias or + 0, then y = or y +=).
-__device__ __forceinline__ void ring_store(const RingStep& s, int g, int r, float sum) {
+// What row r of segment g adds to (its bias, and the residual for `add` steps), read before
+// the row's dot product so that the reads are in flight meanwhile.
+__device__ __forceinline__ float ring_addend(const RingStep& s, int g, int r) {
+    const RingSeg& seg = s.seg[g];
+    // The residual row was written by another block in an earlier step: read it from L2.
+    return s.add ? __ldcg(seg.y + r) : 0.f;
+}
+
+// The epilogue of output row r of segment g (gemv_features: + bias or + 0, then y = or y +=),
+// `old` its ring_addend.
+__device__ __forceinline__ void ring_store(const RingStep& s, int g, int r, float sum, float old) {
     const RingSeg& seg = s.seg[g];
     const float v = sum + (seg.bias ? seg.bias[r] : 0.f);
-    // The residual row was written by another block in an earlier step: read it from L2.
-    seg.y[r] = s.add ? __ldcg(seg.y + r) + v : v;
+    seg.y[r] = s.add ? old + v : v;
 }
+
+// Where float4 i of a staged row of n4 float4s goes: 16-byte unit c's first half at float4 c,
+// its second at float4 half + c (half = ceil(n4 / 2)), so that a warp's lane-strided loads of
+// either half are 32 consecutive float4s (no shared-memory bank conflicts).
+__device__ __forceinline__ int ring_xs4(int i, int half) { return (i & 1) * half + (i >> 1); }
 
 // Stages step s's input in xs (the consumers' threads): x as is, or RMS-normed in norm_row's
 // order for a block of s.norm_threads threads (each of its threads' squares summed over its
 // float4s, warp-summed, the warps' sums warp-summed), block 0 writing the normed row out.
 __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* norm_part) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int n4 = s.k >> 2;
+    const int n4 = s.k >> 2, half = (n4 + 1) >> 1;
     const float4* x4 = reinterpret_cast<const float4*>(s.x);
     float4* xs4 = reinterpret_cast<float4*>(xs);
     if (!s.gamma) {
 #pragma unroll 4
-        for (int i = tid; i < n4; i += RING_CW * 32) xs4[i] = __ldcg(x4 + i);
+        for (int i = tid; i < n4; i += RING_CW * 32) xs4[ring_xs4(i, half)] = __ldcg(x4 + i);
         ring_consumers_sync();
         return;
     }
@@ -273,7 +316,7 @@ __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* 
 #pragma unroll 4
         for (int i = vw * 32 + lane; i < n4; i += T) {
             const float4 a = __ldcg(x4 + i);
-            xs4[i] = a;
+            xs4[ring_xs4(i, half)] = a;
             ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
         }
         ss = warp_sum(ss);
@@ -285,10 +328,10 @@ __device__ __forceinline__ void ring_stage(const RingStep& s, float* xs, float* 
     const float4* g4 = reinterpret_cast<const float4*>(s.gamma);
     const bool out = blockIdx.x == 0;
     for (int i = tid; i < n4; i += RING_CW * 32) {
-        const float4 a = xs4[i], g = g4[i];
+        const float4 a = xs4[ring_xs4(i, half)], g = g4[i];
         const float4 v =
             make_float4(a.x * inv * g.x, a.y * inv * g.y, a.z * inv * g.z, a.w * inv * g.w);
-        xs4[i] = v;
+        xs4[ring_xs4(i, half)] = v;
         if (out) {
             if (s.norm_out[0]) reinterpret_cast<float4*>(s.norm_out[0])[i] = v;
             if (s.norm_out[1]) reinterpret_cast<float4*>(s.norm_out[1])[i] = v;
@@ -313,9 +356,10 @@ __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chu
     if (pieces > 1) {
         if (u0 % RING_CW != warp) return;
         const int c0 = piece * piece8, c1 = min(k8n, c0 + piece8);
+        const float old = piece == pieces - 1 && lane == 0 ? ring_addend(s, g, r0) : 0.f;
         ring_dot_piece(chunk, c0, c1, k8n, xs, acc, part);
         if (piece == pieces - 1) {
-            if (lane == 0) ring_store(s, g, r0, ring_row_sum(part));
+            if (lane == 0) ring_store(s, g, r0, ring_row_sum(part), old);
             acc = 0.f;
 #pragma unroll
             for (int q = 0; q < GEMV_WARPS; q++) part[q] = 0.f;
@@ -330,8 +374,8 @@ __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chu
             for (int c = lane; c < k8n; c += 32) {
                 float wf[8];
                 bf16x8_to_f32(row[c], wf);
-                const float4 x0 = *reinterpret_cast<const float4*>(xs + 8 * c);
-                const float4 x1 = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+                const float4 x0 = reinterpret_cast<const float4*>(xs)[c];
+                const float4 x1 = reinterpret_cast<const float4*>(xs)[k8n + c];
                 a += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x +
                      wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
             }
@@ -349,10 +393,9 @@ __device__ __forceinline__ void ring_consume(const RingStep& s, const uint4* chu
             if (lane == 0) s.seg[0].y[r0 + j] = gate / (1.f + expf(-gate)) * up;
             continue;
         }
+        const float old = lane == 0 ? ring_addend(s, g, r0 + j) : 0.f;
         ring_dot_piece(chunk + (size_t)j * k8n, 0, k8n, k8n, xs, a, p);
-        if (lane == 0) {
-            ring_store(s, g, r0 + j, ring_row_sum(p));
-        }
+        if (lane == 0) ring_store(s, g, r0 + j, ring_row_sum(p), old);
     }
 }
 
@@ -424,6 +467,8 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
     extern __shared__ __align__(128) unsigned char ring_smem[];
     __shared__ __align__(8) uint64_t full[RING_MAX_SLOTS], empty[RING_MAX_SLOTS];
     __shared__ float norm_part[32];
+    // The consumers' current step's descriptor.
+    __shared__ __align__(16) RingStep cstep;
     float* xs = reinterpret_cast<float*>(ring_smem);
     unsigned char* ring = ring_smem + (size_t)prog.xs_floats * 4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -448,9 +493,21 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
         uint32_t phase = 0;
         for (int i = 0; i < prog.count; i++) {
             const RingStep& s = prog.steps[i];
+            unsigned long long* tl =
+                prog.timeline ? prog.timeline + ((size_t)i * gridDim.x + blockIdx.x) * RING_TL
+                              : nullptr;
+            long long waited = 0;
+            int chunks = 0;
             ring_chunks(s, blockIdx.x, gridDim.x, slot_bytes,
                         [&](int g, int r, int rows, int piece, int pieces, int piece8) {
-                            ring_mbar_wait(empty0 + 8 * slot, phase ^ 1);
+                            if (tl) {
+                                const long long c = clock64();
+                                ring_mbar_wait(empty0 + 8 * slot, phase ^ 1);
+                                waited += clock64() - c;
+                                if (chunks++ == 0) tl[5] = ring_now();
+                            } else {
+                                ring_mbar_wait(empty0 + 8 * slot, phase ^ 1);
+                            }
                             const uint32_t f = full0 + 8 * slot;
                             const uint32_t dst =
                                 (uint32_t)__cvta_generic_to_shared(ring + (size_t)slot * slot_bytes);
@@ -474,6 +531,11 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
                                 phase ^= 1;
                             }
                         });
+            if (tl) {
+                if (chunks == 0) tl[5] = 0;
+                tl[6] = waited;
+                tl[7] = chunks;
+            }
         }
         return;
     }
@@ -481,21 +543,32 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
     pdl_wait();
     int gc = 0;  // chunks of the steps before
     for (int i = 0; i < prog.count; i++) {
-        const RingStep& s = prog.steps[i];
-        if (i > 0 && !(prog.diag & RING_NO_WAIT)) {
-            if (threadIdx.x == 0) ring_counter_wait(prog.counters + i, gridDim.x);
-            ring_consumers_sync();
-        }
+        // Every consumer is past step i - 1 (the barrier that ended it).
+        ring_copy_step(prog.steps + i, &cstep, threadIdx.x, RING_CW * 32);
+        const RingStep& s = cstep;
+        unsigned long long* tl =
+            prog.timeline && threadIdx.x == 0
+                ? prog.timeline + ((size_t)i * gridDim.x + blockIdx.x) * RING_TL
+                : nullptr;
+        if (tl) tl[0] = ring_now();
+        if (i > 0 && !(prog.diag & RING_NO_WAIT) && threadIdx.x == 0)
+            ring_counter_wait(prog.counters + i, gridDim.x);
+        ring_consumers_sync();  // the wait, and cstep written
+        if (tl) tl[1] = tl[2] = ring_now();
         if (s.kind > RING_NORM) {
             ring_attention(s, reinterpret_cast<unsigned char*>(xs));
             ring_consumers_sync();
-            if (threadIdx.x == 0)
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + 1 + i)
-                             : "memory");
+            if (tl) {
+                tl[3] = ring_now();
+                tl[4] = tl[8] = tl[9] = 0;
+            }
+            if (threadIdx.x == 0) ring_arrive(prog.counters + 1 + i, tl, prog.diag);
             continue;
         }
         if ((s.kind != RING_NORM || blockIdx.x == 0) && !(prog.diag & RING_NO_STAGE))
             ring_stage(s, xs, norm_part);
+        if (tl) tl[2] = ring_now();
+        long long full_wait = 0, busy = 0;
         const int units = ring_units(s);
         const int per = (units + gridDim.x - 1) / gridDim.x;
         const int u_first = min(units, (int)blockIdx.x * per);
@@ -503,11 +576,19 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
         ring_chunks(s, blockIdx.x, gridDim.x, slot_bytes,
                     [&](int g, int r, int rows, int piece, int pieces, int piece8) {
                         const int slot = gc % slots;
-                        ring_mbar_wait(full0 + 8 * slot, (gc / slots) & 1);
+                        if (tl) {
+                            const long long c = clock64();
+                            ring_mbar_wait(full0 + 8 * slot, (gc / slots) & 1);
+                            full_wait += clock64() - c;
+                        } else {
+                            ring_mbar_wait(full0 + 8 * slot, (gc / slots) & 1);
+                        }
                         const uint4* chunk =
                             reinterpret_cast<const uint4*>(ring + (size_t)slot * slot_bytes);
+                        const long long c = tl ? clock64() : 0;
                         ring_consume(s, chunk, g, r, rows, piece, pieces, piece8, u_first, xs, acc,
                                      part, prog.diag);
+                        if (tl) busy += clock64() - c;
                         // Every warp frees every slot (an mbarrier's parity only tells its
                         // current phase from the one before: no warp may run a turn ahead).
                         __syncwarp();
@@ -519,10 +600,15 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
                     });
         // The block's rows are written: count it in (the barrier orders the other warps'
         // writes before thread 0's release).
+        const unsigned long long done = tl ? ring_now() : 0;
         ring_consumers_sync();
-        if (threadIdx.x == 0)
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + 1 + i)
-                         : "memory");
+        if (tl) {
+            tl[3] = ring_now();
+            tl[4] = full_wait;
+            tl[8] = busy;
+            tl[9] = tl[3] - done;
+        }
+        if (threadIdx.x == 0) ring_arrive(prog.counters + 1 + i, tl, prog.diag);
     }
     if (threadIdx.x == 0) {
         // The last block out zeroes the counters for the next launch: every block is past its

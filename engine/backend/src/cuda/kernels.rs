@@ -169,6 +169,7 @@ use launch::Launch;
 mod gemv;
 mod moe_mla;
 mod ring;
+mod ring_timeline;
 pub use moe_mla::{
     MlaAbsorb, MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, MLA_MAX_RANK, MLA_TC_SHAPE,
     MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,

@@ -15,6 +15,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig};
 
 use super::launch::Launch;
+use super::ring_timeline::{StepInfo, Timeline};
 use super::{norm_threads, AttnLaunch, Kernels, RopeWriteLaunch};
 use crate::BackendError;
 
@@ -105,6 +106,7 @@ struct Step {
 struct Program {
     steps: u64,
     counters: u64,
+    timeline: u64,
     count: i32,
     slot_bytes: i32,
     slots: i32,
@@ -114,7 +116,7 @@ struct Program {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Step>() == 328 && std::mem::size_of::<Program>() == 40,
+    std::mem::size_of::<Step>() == 328 && std::mem::size_of::<Program>() == 48,
     "ring.cu's RingStep and RingProgram"
 );
 
@@ -168,11 +170,14 @@ pub struct Ring {
     captures: AtomicUsize,
     /// HEARTH_RING_DIAG, `,` or `+` between names (measurement only, wrong outputs): `fastdot` sums rows
     /// in one pass instead of gemv.cu's order, `nodot` skips the dot products, `nowait` the
-    /// waits for the step before, `nostage` the input staging (ring.cu's RING_FAST_DOT,
-    /// RING_NO_DOT, RING_NO_WAIT, RING_NO_STAGE).
+    /// waits for the step before, `nostage` the input staging, `relaxed` the release ordering
+    /// of a block's arrival (ring.cu's RING_FAST_DOT, RING_NO_DOT, RING_NO_WAIT,
+    /// RING_NO_STAGE, RING_RELAXED).
     diag: i32,
     /// HEARTH_RING_DIAG containing `trace`: each launch's steps on stderr, a letter a step.
     trace: bool,
+    /// HEARTH_RING_DIAG containing `timeline`: each step's times, summarised when dropped.
+    timeline: Option<Timeline>,
     /// Slot size (HEARTH_RING_SLOT_KB, default 16), SwiGLU steps' two rows at least.
     slot_bytes: usize,
     /// Whether launches in decode graphs are programmatic (the producer then streams weights
@@ -198,8 +203,11 @@ impl Ring {
         let optin = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
             as usize;
-        // Room for the kernel's static shared memory (the slots' barriers, the norm's sums).
-        let smem = optin - 1024;
+        // What the kernel's static shared memory (the slots' barriers, the norm's sums, the
+        // step's descriptor) leaves.
+        let fixed =
+            func.get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?;
+        let smem = optin - fixed as usize;
         func.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             smem as i32,
@@ -223,15 +231,23 @@ impl Ring {
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(SLOT_BYTES, |kb| kb.clamp(4, 64) << 10),
-            diag: std::env::var("HEARTH_RING_DIAG").map_or(0, |d| {
-                [("fastdot", 1), ("nodot", 2), ("nowait", 4), ("nostage", 8)]
-                    .iter()
-                    .filter(|(name, _)| d.split([',', '+']).any(|x| x == *name))
-                    .map(|(_, bit)| bit)
-                    .sum()
-            }),
-            trace: std::env::var("HEARTH_RING_DIAG")
-                .is_ok_and(|d| d.split([',', '+']).any(|x| x == "trace")),
+            diag: [
+                ("fastdot", 1),
+                ("nodot", 2),
+                ("nowait", 4),
+                ("nostage", 8),
+                ("relaxed", 16),
+            ]
+            .iter()
+            .filter(|(name, _)| diag_has(name))
+            .map(|(_, bit)| bit)
+            .sum(),
+            trace: diag_has("trace"),
+            timeline: if diag_has("timeline") {
+                Some(Timeline::new(stream, sms, MAX_PROGRAM)?)
+            } else {
+                None
+            },
             pdl,
         }))
     }
@@ -528,9 +544,25 @@ impl Ring {
         // the backend's stream is non-blocking and capturing, so this synchronous copy does
         // not join its capture.
         unsafe { cudarc::driver::result::memcpy_htod_sync(at, &p.steps) }?;
+        let timeline = self.timeline.as_ref().map_or(0, |t| {
+            let info: Vec<StepInfo> = p
+                .steps
+                .iter()
+                .map(|s| StepInfo {
+                    kind: s.kind,
+                    k: s.k,
+                    rows: match s.kind {
+                        KIND_SWIGLU => s.seg[0].n,
+                        _ => s.seg[..s.nseg as usize].iter().map(|g| g.n).sum(),
+                    },
+                })
+                .collect();
+            t.launch(p.used, &info)
+        });
         let prog = Program {
             steps: at,
             counters: self.counters,
+            timeline,
             count: p.steps.len() as i32,
             slot_bytes: slot as i32,
             slots: slots as i32,
@@ -562,6 +594,11 @@ impl Ring {
         // RingProgram parameter.
         unsafe { b.launch(cfg) }
     }
+}
+
+/// Whether HEARTH_RING_DIAG names `name` (names joined by `,` or `+`).
+fn diag_has(name: &str) -> bool {
+    std::env::var("HEARTH_RING_DIAG").is_ok_and(|d| d.split([',', '+']).any(|x| x == name))
 }
 
 /// The ring as the backend sees it: recording switched on for a batch-1 capture, flushed
