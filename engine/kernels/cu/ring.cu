@@ -275,8 +275,8 @@ __device__ __forceinline__ float ring_row_sum(const float (&part)[GEMV_WARPS]) {
     return v;
 }
 
-// What row r of segment g adds to (its bias, and the residual for `add` steps), read before
-// the row's dot product so that the reads are in flight meanwhile.
+// The residual row r of segment g adds to (`add` steps; else 0), read before the row's dot
+// product so that the read is in flight meanwhile.
 __device__ __forceinline__ float ring_addend(const RingStep& s, int g, int r) {
     const RingSeg& seg = s.seg[g];
     // The residual row was written by another block in an earlier step: read it from L2.
