@@ -34,7 +34,8 @@
 #            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
 #            with it, twice, in this one command (pack.sh ring_decode hf_reference)
 #   ringprobe  where the ring's time goes: its launches a token (HEARTH_RING_DIAG=trace), tg128
-#            off / on / without dot products, Nsight Compute on one token's launch
+#            off / on / without dot products, a token's timeline by step (HEARTH_RING_DIAG=
+#            timeline), Nsight Compute on one token's launch
 #            (pack.sh ring_decode)
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
@@ -155,6 +156,7 @@ ringprobe)
         t "probe_q8b_$v" env "${env[@]}" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
     done
     grep -H "tg128" "$OUT"/probe_q8b_*.txt | tee -a "$OUT/summary.txt"
+    HEARTH_RING_DECODE=1 HEARTH_RING_DIAG=timeline t probe_q8b_timeline "$E" bench --model /tmp/q8b -p 512 -n 128 -r 1
     HEARTH_RING_DECODE=1 t ncu_ring ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy -k decode_ring --launch-skip 40 --launch-count 1 "$E" bench --model /tmp/q8b -p 1 -n 64 -r 0
     ;;
 kernels)

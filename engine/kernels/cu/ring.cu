@@ -134,6 +134,15 @@ __device__ __forceinline__ void ring_mbar_wait(uint32_t bar, uint32_t parity) {
         if (ring_now() - t0 > RING_TIMEOUT_NS) __trap();
 }
 
+// ring_mbar_wait, adding the clock cycles it took to `waited` when there is a timeline.
+__device__ __forceinline__ void ring_mbar_wait_timed(uint32_t bar, uint32_t parity,
+                                                     const unsigned long long* tl,
+                                                     long long& waited) {
+    const long long c = tl ? clock64() : 0;
+    ring_mbar_wait(bar, parity);
+    if (tl) waited += clock64() - c;
+}
+
 // Waits until `*counter` reaches `target` (acquire at GPU scope).
 __device__ __forceinline__ void ring_counter_wait(const unsigned* counter, unsigned target) {
     const unsigned long long t0 = ring_now();
@@ -500,14 +509,8 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
             int chunks = 0;
             ring_chunks(s, blockIdx.x, gridDim.x, slot_bytes,
                         [&](int g, int r, int rows, int piece, int pieces, int piece8) {
-                            if (tl) {
-                                const long long c = clock64();
-                                ring_mbar_wait(empty0 + 8 * slot, phase ^ 1);
-                                waited += clock64() - c;
-                                if (chunks++ == 0) tl[5] = ring_now();
-                            } else {
-                                ring_mbar_wait(empty0 + 8 * slot, phase ^ 1);
-                            }
+                            ring_mbar_wait_timed(empty0 + 8 * slot, phase ^ 1, tl, waited);
+                            if (tl && chunks++ == 0) tl[5] = ring_now();
                             const uint32_t f = full0 + 8 * slot;
                             const uint32_t dst =
                                 (uint32_t)__cvta_generic_to_shared(ring + (size_t)slot * slot_bytes);
@@ -576,13 +579,7 @@ extern "C" __global__ void __launch_bounds__((RING_CW + 1) * 32, 1)
         ring_chunks(s, blockIdx.x, gridDim.x, slot_bytes,
                     [&](int g, int r, int rows, int piece, int pieces, int piece8) {
                         const int slot = gc % slots;
-                        if (tl) {
-                            const long long c = clock64();
-                            ring_mbar_wait(full0 + 8 * slot, (gc / slots) & 1);
-                            full_wait += clock64() - c;
-                        } else {
-                            ring_mbar_wait(full0 + 8 * slot, (gc / slots) & 1);
-                        }
+                        ring_mbar_wait_timed(full0 + 8 * slot, (gc / slots) & 1, tl, full_wait);
                         const uint4* chunk =
                             reinterpret_cast<const uint4*>(ring + (size_t)slot * slot_bytes);
                         const long long c = tl ? clock64() : 0;
