@@ -447,7 +447,8 @@ fn attention_case(
 }
 
 /// Decode rows over long contexts take several splits (merged in a second kernel); a padding
-/// row (no key, no slot) comes out as zeros and writes nothing.
+/// row (no key, no slot) comes out as zeros and writes nothing; a row alone gets the same bits
+/// as in a batch (whose merge takes the serial form, the row alone the wide one).
 #[test]
 fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
     let Some(gpu) = gpu() else { return };
@@ -528,7 +529,7 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             logits_rows: vec![0, 1],
         };
         let mut padded = real.clone();
-        padded.pad_decode(&[4]);
+        padded.pad_decode(&[16]);
         let shape = AttnShape {
             n_heads,
             n_kv_heads: n_kv,
@@ -537,7 +538,7 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         };
         let q = rand(2 * n_heads * hd, 22);
         let mut q4 = q.clone();
-        q4.resize(4 * n_heads * hd, 0.5);
+        q4.resize(16 * n_heads * hd, 0.5);
         let sc = cpu.begin_step(&real);
         let mut oc = cpu.buf(0);
         cpu.attention(&kc, 0, &q, shape, &sc, &mut oc);
@@ -555,5 +556,35 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         let tolerance = if hd == 64 || hd == 128 { 2e-2 } else { 1e-4 };
         assert!(d < tolerance, "split decode attention head_dim {hd}: {d}");
         assert!(pad.iter().all(|x| *x == 0.0), "padding rows must be zeros");
+        let alone = ForwardBatch {
+            tokens: vec![0],
+            positions: vec![long as u32 - 1],
+            attn: AttnMetadata {
+                seqs: vec![row(0, long, &table_a)],
+                prefill: vec![false],
+                slot_mapping: vec![slot(&table_a, long - 1)],
+            },
+            logits_rows: vec![0],
+        };
+        let sg = gpu.begin_step(&alone);
+        let mut o1 = gpu.buf(0);
+        gpu.attention(
+            &kg,
+            0,
+            &upload(&gpu, &q[..n_heads * hd]),
+            shape,
+            &sg,
+            &mut o1,
+        );
+        let one = gpu.to_host(&o1);
+        let batched = &rows[..n_heads * hd];
+        let same = one
+            .iter()
+            .zip(batched)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "head_dim {hd}: a row alone must match its bits in a batch"
+        );
     }
 }

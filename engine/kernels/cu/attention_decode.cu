@@ -160,6 +160,10 @@ ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 // Merges the splits of launch row i's head h (nothing when the row has one split), its
 // dimensions striped over `threads` threads numbered `tid`. The partial results come from L2:
 // in the weight ring (ring.cu), which runs this too, another block wrote them in this launch.
+// WIDE loads every split's values before using any (one round trip instead of one a split, for
+// launches of a few rows, whose merge is all latency; the registers it takes cost occupancy
+// when there are many rows). Both forms do the same arithmetic in split order: same bits.
+template <bool WIDE>
 __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_ml,
                                                 const float* __restrict__ part_acc,
                                                 float* __restrict__ out,
@@ -172,33 +176,61 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
     const int n_split = dec_splits(dec_keys(t, seq_info + 4 * tok_seq[t]), split_min);
     if (n_split == 1) return;
     const size_t ph = ((size_t)i * n_heads + h) * DEC_MAX_SPLITS;
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, __ldcg(part_ml + ph + s).x);
-    float L = 0.f;
-    for (int s = 0; s < n_split; s++) {
-        const float2 ml = __ldcg(part_ml + ph + s);
-        if (ml.y > 0.f) L += ml.y * __expf(ml.x - M);
-    }
-    for (int d = tid; d < head_dim; d += threads) {
-        float o = 0.f;
+    if constexpr (WIDE) {
+        float2 ml[DEC_MAX_SPLITS];
+#pragma unroll
+        for (int s = 0; s < DEC_MAX_SPLITS; s++)
+            ml[s] = s < n_split ? __ldcg(part_ml + ph + s) : make_float2(-INFINITY, 0.f);
+        float M = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < DEC_MAX_SPLITS; s++)
+            if (s < n_split) M = fmaxf(M, ml[s].x);
+        float L = 0.f;
+#pragma unroll
+        for (int s = 0; s < DEC_MAX_SPLITS; s++)
+            if (s < n_split && ml[s].y > 0.f) L += ml[s].y * __expf(ml[s].x - M);
+        for (int d = tid; d < head_dim; d += threads) {
+            float a[DEC_MAX_SPLITS];
+#pragma unroll
+            for (int s = 0; s < DEC_MAX_SPLITS; s++)
+                a[s] = s < n_split ? __ldcg(part_acc + (ph + s) * head_dim + d) : 0.f;
+            float o = 0.f;
+#pragma unroll
+            for (int s = 0; s < DEC_MAX_SPLITS; s++)
+                if (s < n_split && ml[s].y > 0.f) o += a[s] * __expf(ml[s].x - M);
+            out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+        }
+    } else {
+        float M = -INFINITY;
+        for (int s = 0; s < n_split; s++) M = fmaxf(M, __ldcg(part_ml + ph + s).x);
+        float L = 0.f;
         for (int s = 0; s < n_split; s++) {
             const float2 ml = __ldcg(part_ml + ph + s);
-            if (ml.y > 0.f) o += __ldcg(part_acc + (ph + s) * head_dim + d) * __expf(ml.x - M);
+            if (ml.y > 0.f) L += ml.y * __expf(ml.x - M);
         }
-        out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+        for (int d = tid; d < head_dim; d += threads) {
+            float o = 0.f;
+            for (int s = 0; s < n_split; s++) {
+                const float2 ml = __ldcg(part_ml + ph + s);
+                if (ml.y > 0.f) o += __ldcg(part_acc + (ph + s) * head_dim + d) * __expf(ml.x - M);
+            }
+            out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+        }
     }
 }
 
 // Merges the splits of rows with more than one (in split order); split_min is the split kernel's.
-// Grid: (rows, n_heads).
-extern "C" __global__ void attn_decode_merge(const float2* __restrict__ part_ml,
-                                             const float* __restrict__ part_acc,
-                                             float* __restrict__ out,
-                                             const uint32_t* __restrict__ rows,
-                                             const uint32_t* __restrict__ tok_seq,
-                                             const uint32_t* __restrict__ seq_info, int n_heads,
-                                             int head_dim, int split_min) {
-    pdl_begin();
-    attn_merge_head(part_ml, part_acc, out, rows, tok_seq, seq_info, n_heads, head_dim, split_min,
-                    blockIdx.x, blockIdx.y, threadIdx.x, blockDim.x);
-}
+// Grid: (rows, n_heads). The _wide form is for launches of few rows (attn_merge_head).
+#define ATTN_DECODE_MERGE(NAME, WIDE)                                                             \
+    extern "C" __global__ void NAME(const float2* __restrict__ part_ml,                           \
+                                    const float* __restrict__ part_acc, float* __restrict__ out,  \
+                                    const uint32_t* __restrict__ rows,                            \
+                                    const uint32_t* __restrict__ tok_seq,                         \
+                                    const uint32_t* __restrict__ seq_info, int n_heads,           \
+                                    int head_dim, int split_min) {                                \
+        pdl_begin();                                                                              \
+        attn_merge_head<WIDE>(part_ml, part_acc, out, rows, tok_seq, seq_info, n_heads, head_dim, \
+                              split_min, blockIdx.x, blockIdx.y, threadIdx.x, blockDim.x);        \
+    }
+ATTN_DECODE_MERGE(attn_decode_merge, false)
+ATTN_DECODE_MERGE(attn_decode_merge_wide, true)

@@ -50,7 +50,8 @@ pub struct Kernels {
     /// `attn_decode[c][l * 3 + h]`: cache c (bf16, fp8), DECODE_LANES_PER_KEY[l],
     /// DECODE_HEADS_PER_BLOCK[h].
     attn_decode: [Vec<CudaFunction>; 2],
-    attn_decode_merge: CudaFunction,
+    /// The split merge, `[serial, wide]` (attn_decode_merge, _wide: loads in flight at once).
+    attn_decode_merge: [CudaFunction; 2],
     /// Tensor-core decode, `[cache][head_dim 64, 128]` (attention_decode_tc.cu).
     attn_decode_tc: [[CudaFunction; 2]; 2],
     /// Tensor-core prefill, `[heads per block 1, 2][cache][head_dim 64, 128]` (two heads of a KV
@@ -206,7 +207,7 @@ impl Kernels {
                 decode_variants(&f, "attn_decode")?,
                 decode_variants(&f, "attn_decode_fp8")?,
             ],
-            attn_decode_merge: f("attn_decode_merge")?,
+            attn_decode_merge: [f("attn_decode_merge")?, f("attn_decode_merge_wide")?],
             attn_decode_tc: [
                 [f("attn_decode_tc_64")?, f("attn_decode_tc_128")?],
                 [f("attn_decode_tc_fp8_64")?, f("attn_decode_tc_fp8_128")?],
