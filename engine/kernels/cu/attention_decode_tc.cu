@@ -90,6 +90,14 @@ __device__ __forceinline__ void attn_decode_tc_body(
     const int g = lane >> 2, tg = lane & 3;
     unsigned char* wsm = dsm + warp * S::WARP_BYTES;
 
+    // The warp's first tile is on its way while Q is read.
+    const int last = k_end - 1;
+    if (warp < n_tiles) {
+        dtc_load<HD, T>(wsm, kc, vc, table, k_begin + warp * DTC_BK, last, block_size, kv_dim,
+                        kvh, lane);
+        cp_async_commit();
+    }
+
     // Q fragments of the group's heads (rows g and g + 8 of the tile; rows >= G are zero),
     // scaled by scale * log2(e) so the softmax uses exp2.
     uint32_t qa[KC][4];
@@ -118,12 +126,6 @@ __device__ __forceinline__ void attn_decode_tc_body(
     for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
 
-    const int last = k_end - 1;
-    if (warp < n_tiles) {
-        dtc_load<HD, T>(wsm, kc, vc, table, k_begin + warp * DTC_BK, last, block_size, kv_dim,
-                        kvh, lane);
-        cp_async_commit();
-    }
     for (int it = warp, st = 0; it < n_tiles; it += DTC_WARPS, st ^= 1) {
         const int k0 = k_begin + it * DTC_BK;
         if (it + DTC_WARPS < n_tiles) {
