@@ -464,7 +464,8 @@ __device__ __forceinline__ void ring_attention(const RingStep& s, unsigned char*
     } else {
         for (int h = blockIdx.x; h < a.n_heads; h += gridDim.x)
             attn_merge_head<true>(a.part_ml, a.part_acc, a.out, a.rows, a.tok_seq, a.seq_info,
-                            a.n_heads, a.head_dim, DTC_SPLIT_MIN, 0, h, threadIdx.x, RING_CW * 32);
+                                  a.n_heads, a.head_dim, DTC_SPLIT_MIN, 0, h, threadIdx.x,
+                                  RING_CW * 32);
     }
 }
 

@@ -21,7 +21,7 @@ pub(super) const DECODE_HEADS_PER_BLOCK: [usize; 3] = [1, 2, 4];
 pub(super) const DECODE_SPLIT_MIN: i32 = 64;
 pub(super) const DECODE_TC_SPLIT_MIN: i32 = 128;
 /// Launch rows up to which the split merge loads every split's values at once: one round trip
-/// instead of one a split (1 row at 8,192 keys: 26 -> 19 us a layer on an H200), but 4% slower
+/// instead of one a split (1 row at 8,192 keys: 26 -> 17 us a layer on an H200), but 4% slower
 /// from 32 rows on, where the registers it takes cost occupancy.
 const DECODE_MERGE_WIDE_ROWS: usize = 8;
 /// Warps per block and keys per warp tile of the tensor-core decode kernel (DTC_WARPS, DTC_BK).
