@@ -37,6 +37,9 @@
 #            off / on / without dot products, a token's timeline by step (HEARTH_RING_DIAG=
 #            timeline), Nsight Compute on one token's launch
 #            (pack.sh ring_decode)
+#   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
+#            keys together, read in decode attention's shape, against the copy rate
+#            (tests/device/kv_stride_bench.cu; needs only nvcc there)
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers or with a weight ring (a producer warp streaming the weights ahead of the
@@ -230,6 +233,10 @@ smollm2)
 gemvk)
     t gemvk_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/gemv_bench tests/device/gemv_bench.cu
     t gemvk timeout 240 /tmp/gemv_bench
+    ;;
+kvstride)
+    t kvstride_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/kv_stride_bench tests/device/kv_stride_bench.cu
+    t kvstride timeout 120 /tmp/kv_stride_bench
     ;;
 chain)
     t chain_build /usr/local/cuda/bin/nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/chain_bench tests/device/chain_bench.cu

@@ -586,5 +586,22 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             same,
             "head_dim {hd}: a row alone must match its bits in a batch"
         );
+        // And in a launch of 64 rows (the most a decode attention launch takes).
+        let mut wide = real.clone();
+        wide.pad_decode(&[64]);
+        let mut q64 = q.clone();
+        q64.resize(64 * n_heads * hd, 0.5);
+        let sg = gpu.begin_step(&wide);
+        let mut o64 = gpu.buf(0);
+        gpu.attention(&kg, 0, &upload(&gpu, &q64), shape, &sg, &mut o64);
+        let got64 = gpu.to_host(&o64);
+        let same = got64[..2 * n_heads * hd]
+            .iter()
+            .zip(rows)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "head_dim {hd}: rows in a 64-row launch must match their bits in a 16-row one"
+        );
     }
 }
