@@ -14,14 +14,7 @@
 #include "../../engine/kernels/cu/gemv.cu"
 #include "gemv_tc_experiment.cu"
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "check.cuh"
 
 __global__ void fill(bf16* w, size_t n, unsigned seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

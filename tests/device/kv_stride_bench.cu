@@ -10,14 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "check.cuh"
 
 constexpr int HEADS = 8, PIECE = 256, PAGE = 16, WARPS = 4, TILES_IN_FLIGHT = 4;
 

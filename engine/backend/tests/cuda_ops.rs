@@ -576,14 +576,10 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
             &sg,
             &mut o1,
         );
-        let one = gpu.to_host(&o1);
-        let batched = &rows[..n_heads * hd];
-        let same = one
-            .iter()
-            .zip(batched)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
+        let same_bits =
+            |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
         assert!(
-            same,
+            same_bits(&gpu.to_host(&o1), &rows[..n_heads * hd]),
             "head_dim {hd}: a row alone must match its bits in a batch"
         );
         // And in a launch of 64 rows (the most a decode attention launch takes).
@@ -594,13 +590,8 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         let sg = gpu.begin_step(&wide);
         let mut o64 = gpu.buf(0);
         gpu.attention(&kg, 0, &upload(&gpu, &q64), shape, &sg, &mut o64);
-        let got64 = gpu.to_host(&o64);
-        let same = got64[..2 * n_heads * hd]
-            .iter()
-            .zip(rows)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
         assert!(
-            same,
+            same_bits(&gpu.to_host(&o64)[..2 * n_heads * hd], rows),
             "head_dim {hd}: rows in a 64-row launch must match their bits in a 16-row one"
         );
     }
