@@ -26,7 +26,9 @@
 #            fixtures on CUDA, compute-sanitizer memcheck over the linear tests
 #   ab       batch-1 decode (tg128) of Qwen3-8B and GLM-4.7-Flash shapes with each kernel build
 #            devbin/kernels-NAME.cubin in turn (HEARTH_KERNELS_FILE), twice, in this one command
-#            (pack.sh with AB_CUBINS="NAME=path ...")
+#            (pack.sh with AB_CUBINS="NAME=path ..."), over the shapes in AB_MODELS (default
+#            "q8b glm"); tests/device/ab_variants.py builds the kernels as they are and
+#            ablations of them (bodies removed, a per-layer timeline of the GEMVs)
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
@@ -109,13 +111,15 @@ bench)
 ab)
     variants=$(cd "$B" && ls kernels-*.cubin 2>/dev/null | sed 's/^kernels-//; s/\.cubin$//')
     [ -n "$variants" ] || { echo "ab: no devbin/kernels-*.cubin.xz (pack.sh with AB_CUBINS)"; exit 2; }
-    t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
-    t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    models=${AB_MODELS:-q8b glm}
+    [[ " $models " == *" q8b "* ]] && t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    [[ " $models " == *" glm "* ]] && t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
     kernels_of() { HEARTH_KERNELS_FILE="$B/kernels-$1.cubin" "${@:2}"; }
     for i in 1 2; do
         for v in $variants; do
-            t "ab_q8b_${v}_$i" kernels_of "$v" "$E" bench --model /tmp/q8b -p 512 -n 128 -r 5
-            t "ab_glm_${v}_$i" kernels_of "$v" "$E" bench --model /tmp/glm -p 512 -n 128 -r 5
+            for m in $models; do
+                t "ab_${m}_${v}_$i" kernels_of "$v" "$E" bench --model "/tmp/$m" -p 512 -n 128 -r 5
+            done
         done
     done
     grep -H "tg128" "$OUT"/ab_*.txt | tee -a "$OUT/summary.txt"

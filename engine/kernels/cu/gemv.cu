@@ -10,6 +10,12 @@
 // the same order as the separate add it replaces); up to three matrices sharing x in one launch (the Q, K
 // and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
 // read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
+//
+// One-row launches (batch-1 decode) issue their first round of weight loads before they wait for
+// the kernel before them (the weights never depend on it), so the loads are in flight while a
+// norm finishes or the GEMV before drains: batch-1 decode of the Qwen3-8B shape on an H200
+// 211.6 -> 216.3 tok/s (four runs each in one command), on an H100 within the noise (166.3 ->
+// 165.9). Launches of more rows wait first: the early loads cost their registers occupancy.
 #include "common.cuh"
 
 // 16-byte weight loads in flight per lane: GEMV_UNROLL per row, fewer rows' worth past 4 rows
@@ -27,6 +33,8 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
     __shared__ float part[GEMV_WARPS][M][R];
     float acc[M][R];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // A one-row launch has not waited yet: its first weight loads go out before the wait.
+    bool waited = M > 1;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
@@ -45,6 +53,10 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
                     wv[u][r] = kb + 32 * u < k_end
                                    ? ldg_stream(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
                                    : make_uint4(0, 0, 0, 0);
+            if (!waited) {
+                pdl_begin();
+                waited = true;
+            }
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int k8 = kb + 32 * u;
@@ -64,6 +76,10 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
             }
         }
     } else {
+        if (!waited) {
+            pdl_begin();
+            waited = true;
+        }
         const int per = (K + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(K, k_lo + per);
         for (int k = k_lo + lane; k < k_end; k += 32) {
@@ -75,6 +91,7 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
             }
         }
     }
+    if (!waited) pdl_begin();
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
@@ -137,9 +154,10 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
                                                    const float* __restrict__ bias,                \
                                                    float* __restrict__ y, int N, int K,           \
                                                    int add) {                                     \
-        pdl_begin();                                                                              \
+        if (M > 1) pdl_begin();                                                                   \
         const int n0 = gemv_group() * R;                                                           \
         if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0, add);                            \
+        else if (M == 1) pdl_begin();                                                             \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
     extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \
@@ -147,13 +165,14 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
         const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
         const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
         float* __restrict__ y2, int N0, int N1, int N2, int K) {                                  \
-        pdl_begin();                                                                              \
+        if (M > 1) pdl_begin();                                                                   \
         int n0 = gemv_group() * R;                                                                 \
         if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \
         n0 -= N0;                                                                                 \
         if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
         n0 -= N1;                                                                                 \
         if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
+        else if (M == 1) pdl_begin();                                                             \
     }
 // The SwiGLU variant reads 2R rows per warp, so it comes in R = 1, 2 and 4.
 template <int M, int R>
@@ -162,7 +181,10 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y, int N, int K) {
     const int n0 = gemv_group() * R;
-    if (n0 >= N) return;
+    if (n0 >= N) {
+        if (M == 1) pdl_begin();
+        return;
+    }
     const bf16* w[2 * R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -186,7 +208,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
     extern "C" __global__ void gemv_swiglu_bf16_##M##_##R(                                        \
         const bf16* __restrict__ Wg, const bf16* __restrict__ Wu, const float* __restrict__ x,    \
         float* __restrict__ y, int N, int K) {                                                    \
-        pdl_begin();                                                                              \
+        if (M > 1) pdl_begin();                                                                   \
         gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);                                               \
     }
 #define GEMV_R(M) \

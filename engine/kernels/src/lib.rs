@@ -47,6 +47,8 @@ mod tests {
                 "moe_route_gemv",
                 "__shared__ float row_logits[MOE_MAX_EXPERTS]",
             ),
+            // One-row GEMVs issue their first weight loads, then wait (gemv_partials).
+            ("gemv.cu", "gemv", "if (M > 1) pdl_begin()"),
             // The ring's producer streams weights from the start; its consumers wait before
             // reading anything (ring.cu).
             (
