@@ -67,6 +67,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT
 E="$B/hearth-engine"
 t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1; local rc=$?; printf '%-14s rc=%s %6.1fs\n' "$name" $rc "$(awk "BEGIN{print $(date +%s.%N) - $s}")" | tee -a "$OUT/summary.txt"; tail -n 25 "$OUT/$name.txt"; return $rc; }
 
+# The random-weight checkpoints named in $1 ("q8b", "glm").
+make_models() {
+    [[ " $1 " == *" q8b "* ]] && t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
+    [[ " $1 " == *" glm "* ]] && t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    return 0
+}
+
 for stage in "$@"; do case $stage in
 ops)
     HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
@@ -112,8 +119,7 @@ ab)
     variants=$(cd "$B" && ls kernels-*.cubin 2>/dev/null | sed 's/^kernels-//; s/\.cubin$//')
     [ -n "$variants" ] || { echo "ab: no devbin/kernels-*.cubin.xz (pack.sh with AB_CUBINS)"; exit 2; }
     models=${AB_MODELS:-q8b glm}
-    [[ " $models " == *" q8b "* ]] && t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
-    [[ " $models " == *" glm "* ]] && t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    make_models "$models"
     kernels_of() { HEARTH_KERNELS_FILE="$B/kernels-$1.cubin" "${@:2}"; }
     for i in 1 2; do
         for v in $variants; do
@@ -126,8 +132,7 @@ ab)
     ;;
 abenv)
     models=${AB_MODELS:-glm q8b}
-    [[ " $models " == *" q8b "* ]] && t make8b python3 tests/device/qwen3_8b.py make /tmp/q8b $TOK
-    [[ " $models " == *" glm "* ]] && t glm_make python3 tests/device/glm47_flash.py make /tmp/glm $TOK
+    make_models "$models"
     for i in 1 2; do
         for v in ${AB_ENVS:?abenv: set AB_ENVS}; do
             for m in $models; do
