@@ -128,10 +128,19 @@ def make(out, variant):
         edit(g, "    bool waited = M > 1;", "    bool waited = true;")
         edit(g, '#include "common.cuh"\n', '#include "common.cuh"\n' + TIMELINE)
         edit(g, "        if (M > 1) pdl_begin();", "        pdl_begin();", count=3)
+        # gemv3 returns from its first two matrices: one if-chain instead, so tl_end runs last.
+        edit(g, """        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \\
+        n0 -= N0;                                                                                 \\
+        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \\
+        n0 -= N1;                                                                                 \\
+        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \\""",
+             """        if (n0 < N0) gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                               \\
+        else if ((n0 -= N0) < N1) gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                  \\
+        else if ((n0 -= N1) < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                  \\""")
         for kernel, stamped in [
             ("gemv_features<M, R>(W, x, bias, y, N, K, n0, add);",
              "M != 1 ? -1 : add ? (K == 12288 ? 3 : 1) : -1"),
-            ("        n0 -= N0;", "M != 1 ? -1 : 0"),
+            ("else if ((n0 -= N0) < N1)", "M != 1 ? -1 : 0"),
             ("gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);", "M != 1 ? -1 : 2"),
         ]:
             src_text = open(g).read()
@@ -145,13 +154,6 @@ def make(out, variant):
             end = src_text.index("    }", src_text.index(kernel))
             src_text = src_text[:end] + "        tl_end(tl);                                                                               \\\n" + src_text[end:]
             open(g, "w").write(src_text)
-        # gemv3 returns from its first two matrices: fall through to tl_end instead.
-        edit(g, "        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);",
-             "        if (n0 < N0) { gemv_features<M, R>(W0, x, b0, y0, N0, K, n0); n0 = 1 << 30; }")
-        edit(g, "        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);",
-             "        if (n0 >= 0 && n0 < N1) { gemv_features<M, R>(W1, x, b1, y1, N1, K, n0); n0 = 1 << 30; }")
-        edit(g, "        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);",
-             "        if (n0 >= 0 && n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);")
     elif variant != "base":
         sys.exit(f"unknown variant {variant} (see --help)")
     nvcc = os.environ.get("NVCC", "nvcc")
