@@ -125,23 +125,23 @@ def make(out, variant):
             first_wait_after(f(name), marker, "pdl_begin_ahead();")
     elif variant == "timeline":
         g = f("gemv.cu")
-        edit(g, "    bool waited = M > 1;", "    bool waited = true;")
+        edit(g, "if (M == 1) pdl_begin();", "if (false) pdl_begin();", count=5)
         edit(g, '#include "common.cuh"\n', '#include "common.cuh"\n' + TIMELINE)
         edit(g, "        if (M > 1) pdl_begin();", "        pdl_begin();", count=3)
         # gemv3 returns from its first two matrices: one if-chain instead, so tl_end runs last.
-        edit(g, """        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \\
+        edit(g, """        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0, 0, nm);                 \\
         n0 -= N0;                                                                                 \\
-        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \\
+        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0, 0, nm);                 \\
         n0 -= N1;                                                                                 \\
-        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \\""",
-             """        if (n0 < N0) gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                               \\
-        else if ((n0 -= N0) < N1) gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                  \\
-        else if ((n0 -= N1) < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                  \\""")
+        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0, 0, nm);                        \\""",
+             """        if (n0 < N0) gemv_features<M, R>(W0, x, b0, y0, N0, K, n0, 0, nm);                        \\
+        else if ((n0 -= N0) < N1) gemv_features<M, R>(W1, x, b1, y1, N1, K, n0, 0, nm);           \\
+        else if ((n0 -= N1) < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0, 0, nm);           \\""")
         for kernel, stamped in [
-            ("gemv_features<M, R>(W, x, bias, y, N, K, n0, add);",
+            ("gemv_features<M, R>(W, x, bias, y, N, K, n0, add, none);",
              "M != 1 ? -1 : add ? (K == 12288 ? 3 : 1) : -1"),
             ("else if ((n0 -= N0) < N1)", "M != 1 ? -1 : 0"),
-            ("gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);", "M != 1 ? -1 : 2"),
+            ("gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K, GemvNorm{g, eps, inv});", "M != 1 ? -1 : 2"),
         ]:
             src_text = open(g).read()
             at = src_text.index(kernel)

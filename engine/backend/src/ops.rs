@@ -431,6 +431,35 @@ pub trait Backend: Send + Sync {
         self.linear(x, prefill, up, None, &mut u);
         self.silu_mul(&g, &u, out);
     }
+    /// A layer's attention input and projections: `rms_norm(x, w, eps)` into `h`, then
+    /// `linear_qkv` of `h` (x is the residual stream). A GPU backend may fold the norm into the
+    /// projections' kernel (rounding differently from the two ops, but the same for a row
+    /// alone and in a batch); `h` is scratch.
+    fn norm_linear_qkv(
+        &self,
+        (x, w, eps): (&Self::Buf, &Self::Weight, f32),
+        h: &mut Self::Buf,
+        prefill: &[bool],
+        ws: [&Self::Weight; 3],
+        biases: Option<[&Self::Weight; 3]>,
+        outs: [&mut Self::Buf; 3],
+    ) {
+        self.rms_norm(x, w, eps, h);
+        self.linear_qkv(h, prefill, ws, biases, outs);
+    }
+    /// A dense MLP's input and first half: `rms_norm(x, w, eps)` into `h`, then `linear_swiglu`
+    /// of `h` (folded as in `norm_linear_qkv`).
+    fn norm_linear_swiglu(
+        &self,
+        (x, w, eps): (&Self::Buf, &Self::Weight, f32),
+        h: &mut Self::Buf,
+        prefill: &[bool],
+        (gate, up): (&Self::Weight, &Self::Weight),
+        out: &mut Self::Buf,
+    ) {
+        self.rms_norm(x, w, eps, h);
+        self.linear_swiglu(h, prefill, gate, up, out);
+    }
     /// Between a layer's projections and its attention: the optional q/k norms, rotary
     /// embedding of q and k in place, then k and v into the cache.
     fn rope_write_kv(

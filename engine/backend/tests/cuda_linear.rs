@@ -1,6 +1,6 @@
 //! The CUDA linear ops against the CPU backend (the reference) on random data: GEMV and cuBLASLt
-//! linears with and without bias, into the residual stream, the fused Q/K/V and SwiGLU forms,
-//! and the bf16 inputs of the cuBLASLt path.
+//! linears with and without bias, into the residual stream, the fused Q/K/V and SwiGLU forms
+//! (with the RMS norm before them folded in), and the bf16 inputs of the cuBLASLt path.
 //!
 //! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances are
 //! bf16's: weights and GEMM inputs are stored in bf16 on the GPU.
@@ -135,6 +135,92 @@ fn gemv_rows_are_batch_invariant() {
                     alone[i][..],
                     "{name} n={n} k={k}: row 0 alone vs in {m} rows"
                 );
+            }
+        }
+    }
+}
+
+/// The RMS norm taken by the Q/K/V and SwiGLU GEMVs (folded into one-row launches, through
+/// gemv_norm_stats for 2-8 rows) against the norm kernel then the GEMV, and both against the
+/// CPU's norm and linears, at real models' widths and narrow ones: a row alone (folded) has the
+/// same bits as in a batch (stats); past the GEMV rows, and at a width the GEMVs do not take it
+/// (K % 8 != 0), the op is the norm and the linear, bit for bit.
+#[test]
+fn folded_norms_match_the_norm_kernel() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (nq, nkv, k) in [
+        (4096, 1024, 4096),
+        (2048, 512, 2048),
+        (96, 32, 72),
+        (40, 8, 28),
+    ] {
+        let (qc, qg) = p.w("q", vec![nq, k], &rand(nq * k, 60));
+        let (kc, kg) = p.w("k", vec![nkv, k], &rand(nkv * k, 61));
+        let (bqc, bqg) = p.w("bq", vec![nq], &rand(nq, 62));
+        let (bkc, bkg) = p.w("bk", vec![nkv], &rand(nkv, 65));
+        let (nc, ng) = p.w("norm", vec![k], &rand(k, 63));
+        // A residual stream's scale, far from 1, so that a missing 1/rms shows.
+        let x: Vec<f32> = rand(12 * k, 64).iter().map(|v| 7.0 * v).collect();
+        let mut alone = Vec::new();
+        for m in [1, 2, 5, 8, 12] {
+            let kinds = vec![false; m];
+            gpu.begin_step(&batch(m));
+            let xg = upload(&gpu, &x[..m * k]);
+            let mut h = gpu.buf(0);
+            let mut folded = [gpu.buf(0), gpu.buf(0), gpu.buf(0), gpu.buf(0)];
+            let [fq, fk, fv, fs] = &mut folded;
+            let (ws, biases) = ([&qg, &kg, &kg], Some([&bqg, &bkg, &bkg]));
+            gpu.norm_linear_qkv((&xg, &ng, 1e-6), &mut h, &kinds, ws, biases, [fq, fk, fv]);
+            gpu.norm_linear_swiglu((&xg, &ng, 1e-6), &mut h, &kinds, (&qg, &qg), fs);
+            let mut apart = [gpu.buf(0), gpu.buf(0), gpu.buf(0), gpu.buf(0)];
+            let [aq, ak, av, asw] = &mut apart;
+            gpu.rms_norm(&xg, &ng, 1e-6, &mut h);
+            gpu.linear_qkv(&h, &kinds, ws, biases, [aq, ak, av]);
+            gpu.linear_swiglu(&h, &kinds, &qg, &qg, asw);
+            let folded = folded.map(|b| gpu.to_host(&b));
+            let apart = apart.map(|b| gpu.to_host(&b));
+            // The CPU's norm and linears (GEMM inputs are bf16 past the GEMV rows).
+            let mut hc = cpu.buf(0);
+            cpu.rms_norm(&x[..m * k].to_vec(), &nc, 1e-6, &mut hc);
+            if m > 8 {
+                hc = bf(&hc);
+            }
+            let mut cpu_out = [cpu.buf(0), cpu.buf(0), cpu.buf(0), cpu.buf(0)];
+            let [cq, ck, cv, cs] = &mut cpu_out;
+            let cb = Some([&bqc, &bkc, &bkc]);
+            cpu.linear_qkv(&hc, &kinds, [&qc, &kc, &kc], cb, [cq, ck, cv]);
+            cpu.linear_swiglu(&hc, &kinds, &qc, &qc, cs);
+            let unfolded = m > 8 || k % 8 != 0;
+            for (i, name) in ["q", "k", "v", "swiglu"].iter().enumerate() {
+                let d = max_rel(&folded[i], &apart[i]);
+                let dc = max_rel(&folded[i], &cpu_out[i]);
+                println!("folded norm m={m} k={k} {name}: vs apart {d:.2e}, vs cpu {dc:.2e}");
+                if unfolded {
+                    assert_eq!(
+                        folded[i], apart[i],
+                        "{name} m={m} k={k}: not folded, same op"
+                    );
+                }
+                assert!(d < 1e-5, "{name} m={m} k={k}: folded vs apart {d}");
+                // Past the GEMV rows the GEMM's inputs are bf16 (as in `fused_qkv_and_swiglu_match_cpu`).
+                let tol = if m > 8 { 5e-3 } else { 1e-3 };
+                assert!(dc < tol, "{name} m={m} k={k}: folded vs cpu {dc}");
+            }
+            if m == 1 {
+                alone = folded.to_vec();
+            } else if m <= 8 {
+                for (i, a) in alone.iter().enumerate() {
+                    assert_eq!(
+                        folded[i][..a.len()],
+                        a[..],
+                        "output {i} k={k}: alone vs {m} rows"
+                    );
+                }
             }
         }
     }

@@ -9,7 +9,8 @@
 // Variants: one matrix (gemv_bf16_M_R; with `add`, y += x . W^T, a residual stream, summed in
 // the same order as the separate add it replaces); up to three matrices sharing x in one launch (the Q, K
 // and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
-// read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R).
+// read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R). The last two can fold in the
+// RMS norm before them (GemvNorm).
 //
 // One-row launches (batch-1 decode) issue their first round of weight loads before they wait for
 // the kernel before them (the weights never depend on it), so the loads are in flight while a
@@ -24,47 +25,126 @@
 #define GEMV_LOADS 16
 #define GEMV_WARPS 4  // warps per block, splitting K
 
-// Each warp's dot products x[m, :] . w[r][:] over its quarter of K, left in shared memory as
-// part[warp][m][r] (returned, after a block barrier) for gemv_sum. A block owns R features and
-// its warps split K, so a narrow matrix still has 4 warps per feature group streaming it.
-template <int M, int R>
-__device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
-                                                      const float* __restrict__ x, int K) {
-    __shared__ float part[GEMV_WARPS][M][R];
-    float acc[M][R];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    // A one-row launch has not waited yet: its first weight loads go out before the wait.
-    bool waited = M > 1;
+// The RMS norm before the Q/K/V and SwiGLU GEMVs (g its weight, f32, K % 8 == 0), as those
+// GEMVs define it: output (m, n) = inv_m * sum_k W[n, k] * (x[m, k] * g[k]), inv_m row m's inverse
+// RMS with its squares summed in the one-row GEMV's order (GEMV_WARPS warps a quarter of K's
+// 8-value units each, a lane every 32nd unit, then the warps in order). A one-row GEMV folds it
+// in (`g`: the squares come from its own x loads; one launch less than a norm kernel); launches
+// of more rows, where the extra products would cost more than the launch (in-process c=8 670
+// -> 615 tok/s), read gemv_norm_stats' x * g and scale by its `inv` instead, with the same bits.
+struct GemvNorm {
+    const float* __restrict__ g;    // fold the norm in (one-row launches), or null
+    float eps;
+    const float* __restrict__ inv;  // or scale each row's outputs by inv[m], or null
+};
+
+// The norm's arithmetic, spelled out in round-to-nearest intrinsics so that no kernel's compiler
+// contracts it differently from another's: s plus the squares of 8 values in order, and x * g.
+__device__ __forceinline__ float gemv_squares(float s, float4 a, float4 b) {
+    s = __fmaf_rn(a.x, a.x, s);
+    s = __fmaf_rn(a.y, a.y, s);
+    s = __fmaf_rn(a.z, a.z, s);
+    s = __fmaf_rn(a.w, a.w, s);
+    s = __fmaf_rn(b.x, b.x, s);
+    s = __fmaf_rn(b.y, b.y, s);
+    s = __fmaf_rn(b.z, b.z, s);
+    return __fmaf_rn(b.w, b.w, s);
+}
+
+__device__ __forceinline__ float4 gemv_scaled(float4 a, float4 g) {
+    return make_float4(__fmul_rn(a.x, g.x), __fmul_rn(a.y, g.y), __fmul_rn(a.z, g.z),
+                       __fmul_rn(a.w, g.w));
+}
+
+__device__ __forceinline__ float gemv_inv_rms(float sum_sq, int K, float eps) {
+    return __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, (float)K), eps)));
+}
+
+// The U rounds of 16-byte weight loads of R rows a lane makes from k8 index kb on.
+template <int U, int R>
+__device__ __forceinline__ void gemv_load(uint4 (&wv)[U][R], const bf16* const (&w)[R], int kb,
+                                          int k_end) {
 #pragma unroll
-    for (int m = 0; m < M; m++)
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            wv[u][r] = kb + 32 * u < k_end
+                           ? ldg_stream(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
+                           : make_uint4(0, 0, 0, 0);
+}
+
+// A block's partial sums, in shared memory: each warp's dot products over its quarter of K, and
+// with a folded norm each warp's sums of squares of x's rows.
+template <int M, int R>
+struct GemvParts {
+    float dot[GEMV_WARPS][M][R];
+    float sq[GEMV_WARPS][M];
+};
+
+// Output i = m * R + r of a block: its warps' partials summed in warp order, times row m's
+// inverse RMS with a folded norm.
+template <int M, int R>
+__device__ __forceinline__ float gemv_sum(const GemvParts<M, R>& p, int i, int K, GemvNorm norm) {
+    const int m = i / R, r = i % R;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < GEMV_WARPS; q++) v += p.dot[q][m][r];
+    if (M == 1 && norm.g) {
+        float ss = 0.f;
+#pragma unroll
+        for (int q = 0; q < GEMV_WARPS; q++) ss += p.sq[q][m];
+        return __fmul_rn(v, gemv_inv_rms(ss, K, norm.eps));
+    }
+    return norm.inv ? __fmul_rn(v, norm.inv[m]) : v;
+}
+
+// Each warp's dot products x[m, :] . w[r][:] over its quarter of K (x * g with a folded norm,
+// and the squares of x: gemv_norm_stats mirrors this loop), left in shared memory (returned, after a block barrier) for gemv_sum.
+// A block owns R features and its warps split K, so a narrow matrix still has 4 warps per
+// feature group streaming it. A one-row launch issues its first round of weight loads before
+// it waits for the kernel before (the weights never depend on it).
+template <int M, int R>
+__device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* const (&w)[R],
+                                                                const float* __restrict__ x, int K,
+                                                                GemvNorm norm) {
+    __shared__ GemvParts<M, R> parts;
+    float acc[M][R], sq[M];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        sq[m] = 0.f;
 #pragma unroll
         for (int r = 0; r < R; r++) acc[m][r] = 0.f;
+    }
     if ((K & 7) == 0) {
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
         constexpr int U = GEMV_LOADS / R < GEMV_UNROLL ? GEMV_LOADS / R : GEMV_UNROLL;
-        for (int kb = k_lo + lane; kb < k_end; kb += 32 * U) {
-            uint4 wv[U][R];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    wv[u][r] = kb + 32 * u < k_end
-                                   ? ldg_stream(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
-                                   : make_uint4(0, 0, 0, 0);
-            if (!waited) {
-                pdl_begin();
-                waited = true;
-            }
+        const int kb0 = k_lo + lane;
+        uint4 wv[U][R];
+        gemv_load<U, R>(wv, w, kb0, k_end);
+        if (M == 1) pdl_begin();
+        for (int kb = kb0; kb < k_end; kb += 32 * U) {
+            if (kb != kb0) gemv_load<U, R>(wv, w, kb, k_end);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int k8 = kb + 32 * u;
                 if (k8 >= k_end) break;
+                float4 ga = {}, gb = {};
+                if (M == 1 && norm.g) {
+                    ga = __ldg(reinterpret_cast<const float4*>(norm.g) + 2 * k8);
+                    gb = __ldg(reinterpret_cast<const float4*>(norm.g) + 2 * k8 + 1);
+                }
 #pragma unroll
                 for (int m = 0; m < M; m++) {
                     const float4* xp = reinterpret_cast<const float4*>(x + (size_t)m * K) + 2 * k8;
-                    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+                    float4 a = __ldg(xp), b = __ldg(xp + 1);
+                    if (M == 1 && norm.g) {
+                        sq[m] = gemv_squares(sq[m], a, b);
+                        a = gemv_scaled(a, ga);
+                        b = gemv_scaled(b, gb);
+                    }
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         float wf[8];
@@ -76,10 +156,8 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
             }
         }
     } else {
-        if (!waited) {
-            pdl_begin();
-            waited = true;
-        }
+        // (No folded norm here: the host folds one only when K % 8 == 0.)
+        if (M == 1) pdl_begin();
         const int per = (K + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(K, k_lo + per);
         for (int k = k_lo + lane; k < k_end; k += 32) {
@@ -91,38 +169,66 @@ __device__ __forceinline__ const float* gemv_partials(const bf16* const (&w)[R],
             }
         }
     }
-    if (!waited) pdl_begin();
 #pragma unroll
-    for (int m = 0; m < M; m++)
+    for (int m = 0; m < M; m++) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const float v = warp_sum(acc[m][r]);
-            if (lane == 0) part[warp][m][r] = v;
+            if (lane == 0) parts.dot[warp][m][r] = v;
         }
+        if (M == 1 && norm.g) {
+            const float v = warp_sum(sq[m]);
+            if (lane == 0) parts.sq[warp][m] = v;
+        }
+    }
     __syncthreads();
-    return &part[0][0][0];
+    return parts;
 }
 
-// Output i = m * R + r of a block: its warps' partials summed in warp order.
-template <int M, int R>
-__device__ __forceinline__ float gemv_sum(const float* part, int i) {
-    float v = 0.f;
+// For GEMV launches of 2-8 rows after an RMS norm (GemvNorm): xg = x * g and inv[row], the
+// squares summed exactly as a one-row GEMV folding the norm sums them, so that a row's outputs
+// have the same bits alone and in a batch. Grid: rows; block: GEMV_WARPS warps.
+extern "C" __global__ void gemv_norm_stats(const float* __restrict__ x, const float* __restrict__ g,
+                                           float* __restrict__ xg, float* __restrict__ inv, int K,
+                                           float eps) {
+    pdl_begin();
+    __shared__ float part[GEMV_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int k8n = K >> 3, per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
+    const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
+    const float4* xr = reinterpret_cast<const float4*>(x + (size_t)blockIdx.x * K);
+    const float4* g4 = reinterpret_cast<const float4*>(g);
+    float4* out = reinterpret_cast<float4*>(xg + (size_t)blockIdx.x * K);
+    float sq = 0.f;
+#pragma unroll 4
+    for (int k8 = k_lo + lane; k8 < k_end; k8 += 32) {
+        const float4 a = xr[2 * k8], b = xr[2 * k8 + 1];
+        sq = gemv_squares(sq, a, b);
+        out[2 * k8] = gemv_scaled(a, g4[2 * k8]);
+        out[2 * k8 + 1] = gemv_scaled(b, g4[2 * k8 + 1]);
+    }
+    sq = warp_sum(sq);
+    if (lane == 0) part[warp] = sq;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float ss = 0.f;
 #pragma unroll
-    for (int q = 0; q < GEMV_WARPS; q++) v += part[q * M * R + i];
-    return v;
+        for (int q = 0; q < GEMV_WARPS; q++) ss += part[q];
+        inv[blockIdx.x] = gemv_inv_rms(ss, K, eps);
+    }
 }
 
 // acc[m][r] = x[m, :] . w[r][:] in thread 0 (the SwiGLU pairs need a feature's gate and up sums
 // in one thread).
 template <int M, int R>
 __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
-                                          int K, float (&acc)[M][R]) {
-    const float* part = gemv_partials<M, R>(w, x, K);
+                                          int K, GemvNorm norm, float (&acc)[M][R]) {
+    const GemvParts<M, R>& parts = gemv_partials<M, R>(w, x, K, norm);
     if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[m][r] = gemv_sum<M, R>(part, m * R + r);
+        for (int r = 0; r < R; r++) acc[m][r] = gemv_sum<M, R>(parts, m * R + r, K, norm);
 }
 
 // Features n0 .. n0 + R - 1 of one matrix; with `add`, y += the result (a residual stream).
@@ -132,15 +238,15 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
                                               const float* __restrict__ x,
                                               const float* __restrict__ bias,
                                               float* __restrict__ y, int N, int K, int n0,
-                                              int add = 0) {
+                                              int add, GemvNorm norm) {
     const bf16* w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
-    const float* part = gemv_partials<M, R>(w, x, K);
+    const GemvParts<M, R>& parts = gemv_partials<M, R>(w, x, K, norm);
     for (int i = threadIdx.x; i < M * R; i += blockDim.x) {
         const int m = i / R, n = n0 + i % R;
         if (n >= N) continue;
-        const float v = gemv_sum<M, R>(part, i) + (bias ? bias[n] : 0.f);
+        const float v = gemv_sum<M, R>(parts, i, K, norm) + (bias ? bias[n] : 0.f);
         y[(size_t)m * N + n] = add ? y[(size_t)m * N + n] + v : v;
     }
 }
@@ -156,22 +262,26 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
                                                    int add) {                                     \
         if (M > 1) pdl_begin();                                                                   \
         const int n0 = gemv_group() * R;                                                           \
-        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0, add);                            \
+        const GemvNorm none{nullptr, 0.f, nullptr};                                               \
+        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0, add, none);                      \
         else if (M == 1) pdl_begin();                                                             \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
+    /* With g or inv, the RMS norm before it (GemvNorm). */                                       \
     extern "C" __global__ void gemv3_bf16_##M##_##R(                                              \
         const bf16* __restrict__ W0, const bf16* __restrict__ W1, const bf16* __restrict__ W2,    \
         const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
         const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
-        float* __restrict__ y2, int N0, int N1, int N2, int K) {                                  \
+        float* __restrict__ y2, int N0, int N1, int N2, int K, const float* __restrict__ g,       \
+        float eps, const float* __restrict__ inv) {                                               \
         if (M > 1) pdl_begin();                                                                   \
+        const GemvNorm nm{g, eps, inv};                                                           \
         int n0 = gemv_group() * R;                                                                 \
-        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0);                        \
+        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0, 0, nm);                 \
         n0 -= N0;                                                                                 \
-        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0);                        \
+        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0, 0, nm);                 \
         n0 -= N1;                                                                                 \
-        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0);                               \
+        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0, 0, nm);                        \
         else if (M == 1) pdl_begin();                                                             \
     }
 // The SwiGLU variant reads 2R rows per warp, so it comes in R = 1, 2 and 4.
@@ -179,7 +289,8 @@ template <int M, int R>
 __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
                                                  const bf16* __restrict__ Wu,
                                                  const float* __restrict__ x,
-                                                 float* __restrict__ y, int N, int K) {
+                                                 float* __restrict__ y, int N, int K,
+                                                 GemvNorm norm) {
     const int n0 = gemv_group() * R;
     if (n0 >= N) {
         if (M == 1) pdl_begin();
@@ -192,7 +303,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
         w[R + r] = Wu + (size_t)min(n0 + r, N - 1) * K;
     }
     float acc[M][2 * R];
-    gemv_dots<M, 2 * R>(w, x, K, acc);
+    gemv_dots<M, 2 * R>(w, x, K, norm, acc);
     if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
@@ -207,9 +318,10 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
 #define GEMV_SWIGLU(M, R)                                                                         \
     extern "C" __global__ void gemv_swiglu_bf16_##M##_##R(                                        \
         const bf16* __restrict__ Wg, const bf16* __restrict__ Wu, const float* __restrict__ x,    \
-        float* __restrict__ y, int N, int K) {                                                    \
+        float* __restrict__ y, int N, int K, const float* __restrict__ g, float eps,              \
+        const float* __restrict__ inv) {                                                          \
         if (M > 1) pdl_begin();                                                                   \
-        gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K);                                               \
+        gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K, GemvNorm{g, eps, inv});                        \
     }
 #define GEMV_R(M) \
     GEMV(M, 1) GEMV(M, 2) GEMV(M, 4) GEMV(M, 8) GEMV_SWIGLU(M, 1) GEMV_SWIGLU(M, 2) GEMV_SWIGLU(M, 4)

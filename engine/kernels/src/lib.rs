@@ -48,7 +48,9 @@ mod tests {
                 "__shared__ float row_logits[MOE_MAX_EXPERTS]",
             ),
             // One-row GEMVs issue their first weight loads, then wait (gemv_partials).
-            ("gemv.cu", "gemv", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv_bf16", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv3_bf16", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv_swiglu_bf16", "if (M > 1) pdl_begin()"),
             // The ring's producer streams weights from the start; its consumers wait before
             // reading anything (ring.cu).
             (

@@ -83,14 +83,17 @@ impl<W> Gqa<W> {
         &self.q
     }
 
-    /// Attention of layer `i` over the normed input `h`, added to the residual stream `x`.
+    /// Attention of layer `i`, added to the residual stream `x`: over `norm` (the attention
+    /// norm's weight and eps) applied to x, which the projections may fold in, or with `None`
+    /// over `h`, which holds the normed input already.
     #[allow(clippy::too_many_arguments)]
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
         i: usize,
         d: &GqaDims,
-        (h, x): (&B::Buf, &mut B::Buf),
+        norm: Option<(&W, f32)>,
+        (h, x): (&mut B::Buf, &mut B::Buf),
         kinds: &[bool],
         step: &B::Step,
         kv: &mut B::KvCache,
@@ -103,13 +106,12 @@ impl<W> Gqa<W> {
             scale: 1.0 / (d.head_dim as f32).sqrt(),
         };
         let biases = self.qkv_bias.as_ref().map(|[bq, bk, bv]| [bq, bk, bv]);
-        b.linear_qkv(
-            h,
-            kinds,
-            [&self.q, &self.k, &self.v],
-            biases,
-            [&mut s.q, &mut s.k, &mut s.v],
-        );
+        let ws = [&self.q, &self.k, &self.v];
+        let outs = [&mut s.q, &mut s.k, &mut s.v];
+        match norm {
+            Some((w, eps)) => b.norm_linear_qkv((x, w, eps), h, kinds, ws, biases, outs),
+            None => b.linear_qkv(h, kinds, ws, biases, outs),
+        }
         let rw = RopeWrite {
             qk_norm: self.qk_norm.as_ref().map(|[qn, kn]| [qn, kn]),
             eps: d.eps,

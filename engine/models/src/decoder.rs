@@ -288,29 +288,45 @@ impl<B: Backend> Decoder<B> {
         b.embedding(&self.embed, &step, &mut x);
         let mut h = b.buf(0);
         let mut s = Bufs::new(b);
-        b.rms_norm(&x, &self.layers[0].attn_norm, self.eps, &mut h);
+        // Whether h holds the next norm's output already: a MoE layer's output is added into
+        // x by that norm (add_rms_norm). Otherwise the next half layer norms x itself, where
+        // its first projections can fold the norm in.
+        let mut normed = false;
         for (i, l) in self.layers.iter().enumerate() {
+            let attn_norm = (!normed).then_some((&l.attn_norm, self.eps));
             // The output projections add straight into the residual stream x.
             match (&l.attn, &self.dims) {
-                (Attn::Gqa(a), AttnDims::Gqa(d)) => {
-                    a.forward(b, i, d, (&h, &mut x), kinds, &step, kv, &mut s)
-                }
+                (Attn::Gqa(a), AttnDims::Gqa(d)) => a.forward(
+                    b,
+                    i,
+                    d,
+                    attn_norm,
+                    (&mut h, &mut x),
+                    kinds,
+                    &step,
+                    kv,
+                    &mut s,
+                ),
                 (Attn::Mla(a), AttnDims::Mla(d)) => {
+                    if let Some((w, eps)) = attn_norm {
+                        b.rms_norm(&x, w, eps, &mut h);
+                    }
                     a.forward(b, i, d, (&h, &mut x), kinds, &step, kv, &mut s)
                 }
                 _ => unreachable!("layers follow the dims"),
             }
-            b.rms_norm(&x, &l.ffn_norm, self.eps, &mut h);
-            let added = l.ffn.forward(b, (&h, &mut x), kinds, &mut s);
-            let next_norm = self
-                .layers
-                .get(i + 1)
-                .map_or(&self.norm, |nl| &nl.attn_norm);
-            if added {
-                b.rms_norm(&x, next_norm, self.eps, &mut h);
-            } else {
+            let ffn_norm = (&l.ffn_norm, self.eps);
+            normed = !l.ffn.forward(b, ffn_norm, (&mut h, &mut x), kinds, &mut s);
+            if normed {
+                let next_norm = self
+                    .layers
+                    .get(i + 1)
+                    .map_or(&self.norm, |nl| &nl.attn_norm);
                 b.add_rms_norm(&mut x, &s.down, next_norm, self.eps, &mut h);
             }
+        }
+        if !normed {
+            b.rms_norm(&x, &self.norm, self.eps, &mut h);
         }
         let mut last = b.buf(0);
         if batch.logits_rows.is_empty() {

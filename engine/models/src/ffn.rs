@@ -92,22 +92,25 @@ impl<W> Ffn<W> {
         }
     }
 
-    /// The FFN over the normed input `h`. A dense MLP adds its result to the residual stream
-    /// `x` (true); a MoE layer leaves it in `s.down`, for the caller to add (false).
+    /// The FFN over `norm` (the FFN norm's weight and eps) applied to the residual stream `x`,
+    /// through `h` (or folded into a dense MLP's first projections). A dense MLP adds its result
+    /// to x (true); a MoE layer leaves it in `s.down`, for the caller to add (false).
     pub fn forward<B: Backend<Weight = W>>(
         &self,
         b: &B,
-        (h, x): (&B::Buf, &mut B::Buf),
+        (norm, eps): (&W, f32),
+        (h, x): (&mut B::Buf, &mut B::Buf),
         kinds: &[bool],
         s: &mut Bufs<B::Buf>,
     ) -> bool {
         match self {
             Ffn::Dense([gate, up, down]) => {
-                b.linear_swiglu(h, kinds, gate, up, &mut s.act);
+                b.norm_linear_swiglu((x, norm, eps), h, kinds, (gate, up), &mut s.act);
                 b.linear_residual(&s.act, kinds, down, x);
                 true
             }
             Ffn::Moe(m) => {
+                b.rms_norm(x, norm, eps, h);
                 let layer = MoeLayer {
                     routing: &m.routing,
                     router: &m.router,

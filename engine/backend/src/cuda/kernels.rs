@@ -83,6 +83,12 @@ pub struct Kernels {
     moe_tc_on: bool,
     /// Whether prefill experts take moe_gemm (off with HEARTH_MOE_GEMM=cublas: cuBLASLt GEMMs).
     moe_gemm_on: bool,
+    /// Whether the decode GEMVs take the RMS norm before them (GemvNorm; off with
+    /// HEARTH_NORM_FOLD=0: a norm kernel each, to compare).
+    norm_fold_on: bool,
+    gemv_norm_stats: CudaFunction,
+    /// gemv_norm_stats' inverse RMS of each row (GEMV_MAX_ROWS), read by the GEMV after it.
+    norm_inv: (CudaSlice<f32>, u64),
     linear_heads: CudaFunction,
     /// [bf16 cache, fp8 cache] variants.
     write_latent: [CudaFunction; 2],
@@ -168,6 +174,7 @@ use attention::decode_variants;
 pub use attention::AttnLaunch;
 use launch::Launch;
 mod gemv;
+pub use gemv::GemvNorm;
 mod moe_mla;
 mod ring;
 mod ring_timeline;
@@ -257,6 +264,13 @@ impl Kernels {
             moe_gate_up_tc: f("moe_gate_up_tc")?,
             moe_down_tc: f("moe_down_tc")?,
             moe_tc_on: std::env::var("HEARTH_MOE_DECODE").as_deref() != Ok("gemv"),
+            norm_fold_on: std::env::var("HEARTH_NORM_FOLD").as_deref() != Ok("0"),
+            gemv_norm_stats: f("gemv_norm_stats")?,
+            norm_inv: {
+                let b = stream.alloc_zeros::<f32>(GEMV_MAX_ROWS)?;
+                let p = b.device_ptr(&stream).0;
+                (b, p)
+            },
             linear_heads: f("linear_heads")?,
             write_latent: [f("write_latent")?, f("write_latent_fp8")?],
             mla_prep: [f("mla_prep")?, f("mla_prep_fp8")?],

@@ -1,11 +1,13 @@
 //! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, cuBLASLt past them, with the fused
-//! Q/K/V and gate/up forms (one read of weights stored back to back).
+//! Q/K/V and gate/up forms (one read of weights stored back to back), and those two GEMVs with
+//! the RMS norm before them folded in.
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
-use super::kernels::GEMV_MAX_ROWS;
+use super::kernels::{GemvNorm, GEMV_MAX_ROWS};
 use super::weights::{contiguous, CudaWeight};
 use super::CudaBackend;
+use crate::Backend;
 
 /// Up to this many rows, Q, K and V come from one GEMM over their stored-together weights (read
 /// once) and a split; past it (long prefill chunks, where even the narrow K and V GEMMs fill the
@@ -126,17 +128,81 @@ impl CudaBackend {
             }
             return;
         }
+        self.qkv_gemv(x, m, ws, biases, outs, GemvNorm::None);
+    }
+
+    /// `Backend::norm_linear_qkv`: where the rows take the GEMV, the norm goes with it
+    /// (`gemv_norm`), else the norm kernel and `linear_qkv`.
+    pub(super) fn norm_linear_qkv_op(
+        &self,
+        norm: (&CudaBuf, &CudaWeight, f32),
+        h: &mut CudaBuf,
+        prefill: &[bool],
+        ws: [&CudaWeight; 3],
+        biases: Option<[&CudaWeight; 3]>,
+        outs: [&mut CudaBuf; 3],
+    ) {
+        let m = prefill.len();
+        let k = norm.1.len();
+        let same_k = ws.iter().all(|w| w.matrix().is_some_and(|s| s.2 == k));
+        if (1..=GEMV_MAX_ROWS).contains(&m) && same_k && self.kernels.folds_norm(k) {
+            let (x, g) = self.gemv_norm(norm, h, m);
+            return self.qkv_gemv(x, m, ws, biases, outs, g);
+        }
+        self.rms_norm(norm.0, norm.1, norm.2, h);
+        self.linear_qkv_op(h, prefill, ws, biases, outs);
+    }
+
+    /// The RMS norm of x before a Q/K/V or SwiGLU GEMV of m rows (`Kernels::folds_norm`): one
+    /// row folds it in; more take gemv_norm_stats' x * w, in `h`, and each row's inverse RMS.
+    /// Returns what the GEMV reads and its `GemvNorm`.
+    fn gemv_norm<'a>(
+        &self,
+        (x, w, eps): (&'a CudaBuf, &CudaWeight, f32),
+        h: &'a mut CudaBuf,
+        m: usize,
+    ) -> (&'a CudaBuf, GemvNorm) {
+        if m == 1 {
+            let weight = w.ptr();
+            return (x, GemvNorm::Fold { weight, eps });
+        }
         let t0 = self.prof_begin();
-        let [q, kk, v] = outs;
+        self.ensure(h, m * w.len());
+        let ptrs = (x.f32("rms_norm (gemv stats)"), w.ptr(), h.ptr);
+        let r = self.kernels.gemv_norm_stats(ptrs, (m, w.len()), eps);
+        let g = r.as_ref().map_or(GemvNorm::None, |g| *g);
+        self.finish("rms_norm (gemv stats)", t0, r.map(|_| ()));
+        (h, g)
+    }
+
+    /// Q, K and V (all of x's width) for m <= GEMV_MAX_ROWS rows in one gemv3 launch.
+    fn qkv_gemv(
+        &self,
+        x: &CudaBuf,
+        m: usize,
+        ws: [&CudaWeight; 3],
+        biases: Option<[&CudaWeight; 3]>,
+        outs: [&mut CudaBuf; 3],
+        norm: GemvNorm,
+    ) {
+        let t0 = self.prof_begin();
         let mut mats = [(0u64, 0u64, 0u64, 0usize); 3];
-        for (i, out) in [q, kk, v].into_iter().enumerate() {
-            let (w, n, _) = shapes[i];
+        let mut k = 0;
+        for (i, out) in outs.into_iter().enumerate() {
+            let (w, n, cols) = ws[i].matrix().expect("linear weight must be a matrix");
             self.ensure(out, m * n);
             let bias = biases.map_or(0, |b| b[i].ptr());
             mats[i] = (w, bias, out.ptr, n);
+            k = cols;
         }
-        let r = self.kernels.gemv3(x.f32("linear_qkv (gemv)"), mats, (m, k));
-        self.finish("linear qkv (gemv)", t0, r);
+        let r = self
+            .kernels
+            .gemv3(x.f32("linear_qkv (gemv)"), mats, (m, k), norm);
+        let op = match norm {
+            GemvNorm::Fold { .. } => "rms_norm + linear qkv (gemv)",
+            _ => "linear qkv (gemv)",
+        };
+        self.finish(op, t0, r);
     }
 
     /// `Backend::linear_pair`: up to GEMV_MAX_ROWS rows, one gemv3 launch with two matrices.
@@ -162,9 +228,12 @@ impl CudaBackend {
             self.ensure(out, m * n);
             mats[i] = (w, 0, out.ptr, n);
         }
-        let r = self
-            .kernels
-            .gemv3(x.f32("linear_pair (gemv)"), mats, (m, shapes[0].2));
+        let r = self.kernels.gemv3(
+            x.f32("linear_pair (gemv)"),
+            mats,
+            (m, shapes[0].2),
+            GemvNorm::None,
+        );
         self.finish("linear pair (gemv)", t0, r);
     }
 
@@ -215,14 +284,55 @@ impl CudaBackend {
             });
             return self.finish("linear swiglu (cuBLASLt)", t0, r);
         }
+        self.swiglu_gemv(x, m, (gate, up), out, GemvNorm::None);
+    }
+
+    /// `Backend::norm_linear_swiglu`: as `norm_linear_qkv_op`.
+    pub(super) fn norm_linear_swiglu_op(
+        &self,
+        norm: (&CudaBuf, &CudaWeight, f32),
+        h: &mut CudaBuf,
+        prefill: &[bool],
+        (gate, up): (&CudaWeight, &CudaWeight),
+        out: &mut CudaBuf,
+    ) {
+        let m = prefill.len();
+        let k = norm.1.len();
+        let same_k = [gate, up]
+            .iter()
+            .all(|w| w.matrix().is_some_and(|s| s.2 == k));
+        if (1..=GEMV_MAX_ROWS).contains(&m) && same_k && self.kernels.folds_norm(k) {
+            let (x, g) = self.gemv_norm(norm, h, m);
+            return self.swiglu_gemv(x, m, (gate, up), out, g);
+        }
+        self.rms_norm(norm.0, norm.1, norm.2, h);
+        self.linear_swiglu_op(h, prefill, gate, up, out);
+    }
+
+    /// silu(x . gate^T) * (x . up^T) for m <= GEMV_MAX_ROWS rows in one launch.
+    fn swiglu_gemv(
+        &self,
+        x: &CudaBuf,
+        m: usize,
+        (gate, up): (&CudaWeight, &CudaWeight),
+        out: &mut CudaBuf,
+        norm: GemvNorm,
+    ) {
         let t0 = self.prof_begin();
+        let (g, n, k) = gate.matrix().expect("linear weight must be a matrix");
+        let (u, ..) = up.matrix().expect("linear weight must be a matrix");
         self.ensure(out, m * n);
         let r = self.kernels.gemv_swiglu(
-            (*g, *u),
+            (g, u),
             x.f32("linear_swiglu (gemv)"),
             out.ptr,
-            (m, *n, *k),
+            (m, n, k),
+            norm,
         );
-        self.finish("linear swiglu (gemv)", t0, r);
+        let op = match norm {
+            GemvNorm::Fold { .. } => "rms_norm + linear swiglu (gemv)",
+            _ => "linear swiglu (gemv)",
+        };
+        self.finish(op, t0, r);
     }
 }

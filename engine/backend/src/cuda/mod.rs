@@ -459,6 +459,29 @@ impl Backend for CudaBackend {
         self.linear_swiglu_op(x, prefill, gate, up, out);
     }
 
+    fn norm_linear_qkv(
+        &self,
+        norm: (&CudaBuf, &CudaWeight, f32),
+        h: &mut CudaBuf,
+        prefill: &[bool],
+        ws: [&CudaWeight; 3],
+        biases: Option<[&CudaWeight; 3]>,
+        outs: [&mut CudaBuf; 3],
+    ) {
+        self.norm_linear_qkv_op(norm, h, prefill, ws, biases, outs);
+    }
+
+    fn norm_linear_swiglu(
+        &self,
+        norm: (&CudaBuf, &CudaWeight, f32),
+        h: &mut CudaBuf,
+        prefill: &[bool],
+        gate_up: (&CudaWeight, &CudaWeight),
+        out: &mut CudaBuf,
+    ) {
+        self.norm_linear_swiglu_op(norm, h, prefill, gate_up, out);
+    }
+
     fn rope_write_kv(
         &self,
         (q, k, v): (&mut CudaBuf, &mut CudaBuf, &CudaBuf),

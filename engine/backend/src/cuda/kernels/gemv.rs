@@ -8,7 +8,66 @@ use super::{
 };
 use crate::BackendError;
 
+/// The RMS norm before a Q/K/V or SwiGLU GEMV (gemv.cu's GemvNorm).
+#[derive(Debug, Clone, Copy)]
+pub enum GemvNorm {
+    /// x is the input as it is.
+    None,
+    /// One row: x is the norm's input, and the GEMV folds the norm in (`weight`: f32, k values).
+    Fold { weight: u64, eps: f32 },
+    /// 2-8 rows: x is `gemv_norm_stats`' x * weight, and row m's outputs scale by inv[m].
+    Scale { inv: u64 },
+}
+
+/// The kernel arguments of a GEMV's norm over k columns: (weight or 0, eps, inv or 0).
+fn norm_args(norm: GemvNorm, rows: usize, k: usize) -> (u64, f32, u64) {
+    match norm {
+        GemvNorm::None => (0, 0.0, 0),
+        GemvNorm::Fold { weight, eps } => {
+            assert!(
+                rows == 1 && k.is_multiple_of(8),
+                "a folded norm takes one row, k % 8 == 0"
+            );
+            (weight, eps, 0)
+        }
+        GemvNorm::Scale { inv } => (0, 0.0, inv),
+    }
+}
+
 impl Kernels {
+    /// Whether the GEMVs over `k` columns fold the RMS norm before them: k % 8 == 0, and no
+    /// weight ring, which stages a norm's output with the norm kernel's bits: the rows it
+    /// serves must get those bits in a batch too.
+    pub fn folds_norm(&self, k: usize) -> bool {
+        self.norm_fold_on && k.is_multiple_of(8) && self.ring.is_none()
+    }
+
+    /// For a Q/K/V or SwiGLU GEMV of 2..=GEMV_MAX_ROWS rows after an RMS norm (weight `w`, f32 k
+    /// values): xg[m, :] = x[m, :] * w and each row's inverse RMS, summed as the one-row GEMV
+    /// folding the norm sums it. Returns the `GemvNorm::Scale` for the GEMV reading xg.
+    pub fn gemv_norm_stats(
+        &self,
+        (x, w, xg): (u64, u64, u64),
+        (rows, k): (usize, usize),
+        eps: f32,
+    ) -> Result<GemvNorm, BackendError> {
+        assert!(
+            (2..=GEMV_MAX_ROWS).contains(&rows) && k.is_multiple_of(8),
+            "gemv_norm_stats takes 2..={GEMV_MAX_ROWS} rows of k % 8 == 0"
+        );
+        let inv = self.norm_inv.1;
+        if self.skipping() {
+            return Ok(GemvNorm::Scale { inv });
+        }
+        let k_i = k as i32;
+        let mut b = self.launcher(&self.gemv_norm_stats)?;
+        b.arg(&x).arg(&w).arg(&xg).arg(&inv).arg(&k_i).arg(&eps);
+        // SAFETY: x and xg hold rows * k f32, w k f32, inv GEMV_MAX_ROWS f32 (norm_inv); the
+        // arguments match gemv_norm_stats' signature; a block of GEMV_WARPS (4) warps a row.
+        unsafe { b.launch(cfg((rows as u32, 1), 128)) }?;
+        Ok(GemvNorm::Scale { inv })
+    }
+
     /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
     /// With `add`, y[m, n] += that instead.
     pub fn gemv(
@@ -68,16 +127,19 @@ impl Kernels {
     }
 
     /// The Q, K and V projections in one launch: y_i[m, n] = x[m, :] . W_i[n, :] (+ b_i[n]) for
-    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns.
+    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns;
+    /// after the RMS norm `norm` (see `folds_norm`).
     pub fn gemv3(
         &self,
         x: u64,
         mats: [(u64, u64, u64, usize); 3],
         (rows, k): (usize, usize),
+        norm: GemvNorm,
     ) -> Result<(), BackendError> {
         if self.skipping() {
             return Ok(());
         }
+        let (gamma, eps, inv) = norm_args(norm, rows, k);
         // linear_pair leaves the third matrix empty.
         let used = mats.iter().take_while(|m| m.3 > 0).count();
         let g = RingGemv {
@@ -86,7 +148,7 @@ impl Kernels {
             k,
             add: false,
         };
-        if rows == 1 && self.ring_gemv(g, false)? {
+        if rows == 1 && matches!(norm, GemvNorm::None) && self.ring_gemv(g, false)? {
             return Ok(());
         }
         let total: usize = mats.iter().map(|m| m.3).sum();
@@ -112,26 +174,31 @@ impl Kernels {
         b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
+        b.arg(&gamma).arg(&eps).arg(&inv);
         let c = cfg((total.div_ceil(per_block) as u32, 1), 32 * warps as u32);
         // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
-        // rows * N_i f32, b_i N_i f32 or 0; the arguments match gemv3_bf16_M_R's signature.
+        // rows * N_i f32, b_i N_i f32 or 0, gamma k f32 or 0 (k % 8 == 0 when set), inv rows f32
+        // or 0; the arguments match gemv3_bf16_M_R's signature.
         unsafe { b.launch(c) }
     }
 
     /// y[m, n] = silu(x[m] . Wg[n]) * (x[m] . Wu[n]) for rows <= GEMV_MAX_ROWS; Wg, Wu bf16
-    /// [n, k].
+    /// [n, k]; after the RMS norm `norm` (as for `gemv3`).
     pub fn gemv_swiglu(
         &self,
         (wg, wu): (u64, u64),
         x: u64,
         y: u64,
         (rows, n, k): (usize, usize, usize),
+        norm: GemvNorm,
     ) -> Result<(), BackendError> {
         if self.skipping() {
             return Ok(());
         }
+        let (gamma, eps, inv) = norm_args(norm, rows, k);
         let pair = [(wg, 0, y, n), (wu, 0, 0, n)];
         if rows == 1
+            && matches!(norm, GemvNorm::None)
             && self.ring_gemv(
                 RingGemv {
                     mats: &pair,
@@ -154,9 +221,11 @@ impl Kernels {
         let (n_i, k_i) = (n as i32, k as i32);
         let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri])?;
         b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
+        b.arg(&gamma).arg(&eps).arg(&inv);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
-        // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32; the arguments match
-        // gemv_swiglu_bf16_M_R's signature.
+        // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32, gamma k f32 or 0 (k % 8
+        // == 0 when set), inv rows f32 or 0; the arguments match gemv_swiglu_bf16_M_R's
+        // signature.
         unsafe { b.launch(c) }
     }
 }
