@@ -1,6 +1,6 @@
 //! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, cuBLASLt past them, with the fused
-//! Q/K/V and gate/up forms (one read of weights stored back to back), and those two GEMVs with
-//! the RMS norm before them folded in.
+//! Q/K/V and gate/up forms (one read of weights stored back to back), and those two GEMVs taking
+//! the RMS norm before them (folded into one-row launches, through gemv_norm_stats for more).
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
