@@ -480,6 +480,21 @@ pub trait Backend: Send + Sync {
         self.rope(k, step, p.n_kv_heads, p.rope);
         self.write_kv(cache, p.layer, k, v, step);
     }
+    /// A layer's attention from its projections: `rope_write_kv`, then `attention` of the
+    /// rotated q into `out` (a backend may run both in one launch).
+    #[allow(clippy::too_many_arguments)]
+    fn rope_attention(
+        &self,
+        (q, k, v): (&mut Self::Buf, &mut Self::Buf, &Self::Buf),
+        p: &RopeWrite<'_, Self::Weight>,
+        shape: AttnShape,
+        cache: &mut Self::KvCache,
+        step: &Self::Step,
+        out: &mut Self::Buf,
+    ) {
+        self.rope_write_kv((q, k, v), p, cache, step);
+        self.attention(cache, p.layer, q, shape, step, out);
+    }
     /// RMS norm of each `w.len()`-long chunk of `x`.
     fn rms_norm(&self, x: &Self::Buf, w: &Self::Weight, eps: f32, out: &mut Self::Buf);
     /// residual += x; out = rms_norm(residual).

@@ -596,3 +596,202 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         );
     }
 }
+
+/// A step of one row runs its q/k norm + RoPE + cache write and its decode attention as one
+/// launch (`rope_attention`), with the splits of a long context merged by the block that
+/// finishes last; in a batch the three kernels run. Each row gets the same bits alone as in the
+/// batch, for one split, two and many, bf16 and fp8 caches, GQA groups of 4, 16 and 3. The rows
+/// alone run first, into cache slots nothing wrote yet: a key the fused launch failed to write,
+/// or read before writing it, would change their bits. The batch matches the CPU.
+#[test]
+fn one_row_rope_attention_matches_the_batch() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let p = Pair {
+        cpu: &cpu,
+        gpu: &gpu,
+    };
+    for (hd, n_heads, n_kv, dtype, norm) in [
+        (128, 32, 8, KvDtype::Bf16, true),
+        (128, 32, 8, KvDtype::Fp8E4m3, true),
+        (64, 16, 1, KvDtype::Bf16, false),
+        (64, 6, 2, KvDtype::Fp8E4m3, false),
+    ] {
+        let bs = 16;
+        // Context lengths counting the row's own key: 1, 2 and 24 splits of 128 keys.
+        let lens = [100usize, 129, 3000];
+        let tables: Vec<Vec<u32>> = {
+            let mut next = 0u32;
+            lens.iter()
+                .map(|len| {
+                    let n = len.div_ceil(bs) as u32;
+                    // Blocks in reverse order, so the tables really are followed.
+                    let t = (next..next + n).rev().collect();
+                    next += n;
+                    t
+                })
+                .collect()
+        };
+        let blocks = tables.iter().map(Vec::len).sum();
+        let spec = KvCacheSpec {
+            num_layers: 1,
+            num_blocks: blocks,
+            block_size: bs,
+            num_kv_heads: n_kv,
+            head_dim: hd,
+            dtype: Default::default(),
+            latent: false,
+        };
+        let (mut kc, mut kg) = (
+            cpu.alloc_kv(spec).unwrap(),
+            gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+        );
+        let slot = |t: &[u32], p: usize| t[p / bs] * bs as u32 + (p % bs) as u32;
+        let kv_dim = n_kv * hd;
+        // Every key but each row's own, as the cache stores them.
+        let fill_slots: Vec<u32> = lens
+            .iter()
+            .zip(&tables)
+            .flat_map(|(len, t)| (0..len - 1).map(move |p| slot(t, p)))
+            .collect();
+        let n_fill = fill_slots.len();
+        let fill = ForwardBatch {
+            tokens: vec![0; n_fill],
+            positions: vec![0; n_fill],
+            attn: AttnMetadata {
+                seqs: vec![],
+                prefill: vec![true; n_fill],
+                slot_mapping: fill_slots,
+            },
+            logits_rows: vec![],
+        };
+        let round = |v: &[f32]| match dtype {
+            KvDtype::Bf16 => bf(v),
+            KvDtype::Fp8E4m3 => fp8(v),
+        };
+        let (k0, v0) = (
+            round(&rand(n_fill * kv_dim, 30)),
+            round(&rand(n_fill * kv_dim, 31)),
+        );
+        let sc = cpu.begin_step(&fill);
+        cpu.write_kv(&mut kc, 0, &k0, &v0, &sc);
+        let sg = gpu.begin_step(&fill);
+        gpu.write_kv(&mut kg, 0, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
+
+        let (qn, qng) = p.w("qn", vec![hd], &rand(hd, 32));
+        let (kn, kng) = p.w("kn", vec![hd], &rand(hd, 33));
+        let rope = RopeSpec::new(1e6, hd, hd, true, None);
+        fn rw<'a, W>(
+            qk_norm: Option<[&'a W; 2]>,
+            rope: &'a RopeSpec,
+            (n_heads, n_kv_heads): (usize, usize),
+        ) -> RopeWrite<'a, W> {
+            RopeWrite {
+                qk_norm,
+                eps: 1e-6,
+                n_heads,
+                n_kv_heads,
+                rope,
+                layer: 0,
+            }
+        }
+        let shape = AttnShape {
+            n_heads,
+            n_kv_heads: n_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
+        let rows = lens.len();
+        let (q, k, v) = (
+            rand(rows * n_heads * hd, 34),
+            rand(rows * kv_dim, 35),
+            rand(rows * kv_dim, 36),
+        );
+        let step_of = |which: &[usize]| ForwardBatch {
+            tokens: vec![0; which.len()],
+            positions: which.iter().map(|&i| lens[i] as u32 - 1).collect(),
+            attn: AttnMetadata {
+                seqs: which
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &i)| SeqAttn {
+                        query_start: j,
+                        query_len: 1,
+                        context_len: lens[i],
+                        block_table: tables[i].clone(),
+                    })
+                    .collect(),
+                prefill: vec![false; which.len()],
+                slot_mapping: which
+                    .iter()
+                    .map(|&i| slot(&tables[i], lens[i] - 1))
+                    .collect(),
+            },
+            logits_rows: (0..which.len()).collect(),
+        };
+        let (qh, kvh) = (n_heads * hd, kv_dim);
+        let mut gpu_rows = |which: &[usize]| {
+            let pick = |x: &[f32], w: usize| -> Vec<f32> {
+                which
+                    .iter()
+                    .flat_map(|&i| x[i * w..(i + 1) * w].to_vec())
+                    .collect()
+            };
+            let step = gpu.begin_step(&step_of(which));
+            assert_eq!(
+                gpu.fuses_rope_attention(shape, &step),
+                which.len() == 1,
+                "one row, and only one, takes the one-launch path"
+            );
+            let (mut qg, mut kg1, vg) = (
+                upload(&gpu, &pick(&q, qh)),
+                upload(&gpu, &pick(&k, kvh)),
+                upload(&gpu, &pick(&v, kvh)),
+            );
+            let mut out = gpu.buf(0);
+            gpu.rope_attention(
+                (&mut qg, &mut kg1, &vg),
+                &rw(norm.then_some([&qng, &kng]), &rope, (n_heads, n_kv)),
+                shape,
+                &mut kg,
+                &step,
+                &mut out,
+            );
+            gpu.to_host(&out)
+        };
+        let alone: Vec<Vec<f32>> = (0..rows).map(|i| gpu_rows(&[i])).collect();
+        let batched = gpu_rows(&[0, 1, 2]);
+
+        let sc = cpu.begin_step(&step_of(&[0, 1, 2]));
+        let (mut qc, mut kc1) = (q.clone(), k.clone());
+        let mut oc = cpu.buf(0);
+        cpu.rope_attention(
+            (&mut qc, &mut kc1, &bf(&v)),
+            &rw(norm.then_some([&qn, &kn]), &rope, (n_heads, n_kv)),
+            shape,
+            &mut kc,
+            &sc,
+            &mut oc,
+        );
+        let d = max_rel(&batched, &oc);
+        println!(
+            "rope + attention head_dim {hd} heads {n_heads}/{n_kv} {} norm={norm}: batch vs CPU \
+             {d:.2e}",
+            dtype.name()
+        );
+        assert!(d < 3e-2, "rope + attention head_dim {hd}: {d}");
+        for (i, row) in alone.iter().enumerate() {
+            let want = &batched[i * qh..(i + 1) * qh];
+            assert!(
+                row.iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "head_dim {hd} {}: row {i} ({} keys) alone differs from its bits in the batch \
+                 (max rel {:.2e})",
+                dtype.name(),
+                lens[i],
+                max_rel(row, want)
+            );
+        }
+    }
+}

@@ -44,14 +44,17 @@ extern "C" __global__ void write_kv_fp8(const float* __restrict__ k, const float
 // Grid: (rows, ceil((n_heads + n_kv_heads) / 4)), 128 threads.
 #define ROPE_HEADS_PER_BLOCK 4
 // One warp's work: head hh (q heads, then k heads) of row `row`, with `sh` (head_dim floats of
-// shared memory) its own. The weight ring (ring.cu) runs the same function on its warps.
+// shared memory) its own, which holds the head's result at the end; `write_back` also stores it
+// over the input. The weight ring (ring.cu) and batch-1 decode attention
+// (attention_decode_tc.cu) run the same function on their warps.
 template <typename T>
 __device__ __forceinline__ void rope_write_kv_head(
     float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,
     const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,
     const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc, int n_heads,
-    int n_kv_heads, int head_dim, int rotary_dim, int neox, int row, int hh, float* sh) {
+    int n_kv_heads, int head_dim, int rotary_dim, int neox, int row, int hh, float* sh,
+    bool write_back = true) {
     const int lane = threadIdx.x & 31;
     const bool is_q = hh < n_heads;
     const int h = is_q ? hh : hh - n_heads;
@@ -103,7 +106,7 @@ __device__ __forceinline__ void rope_write_kv_head(
     for (int e = 0; e < 8; e++) {
         const int i = lane + 32 * e;
         if (i >= head_dim) break;
-        x[i] = sh[i];
+        if (write_back) x[i] = sh[i];
         if (!is_q && slot != NO_SLOT) {
             const size_t at = (size_t)slot * kv_dim + (size_t)h * head_dim + i;
             kv_store(kc + at, sh[i]);

@@ -162,7 +162,8 @@ ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 // in the weight ring (ring.cu), which runs this too, another block wrote them in this launch.
 // WIDE loads every split's values before using any (one round trip instead of one a split, for
 // launches of a few rows, whose merge is all latency; the registers it takes cost occupancy
-// when there are many rows). Both forms do the same arithmetic in split order: same bits.
+// when there are many rows). Both forms do the same arithmetic in split order, with explicit
+// fused multiply-adds (as does dtc_merge_group in attention_decode_tc.cu): same bits.
 template <bool WIDE>
 __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_ml,
                                                 const float* __restrict__ part_acc,
@@ -188,7 +189,7 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
         float L = 0.f;
 #pragma unroll
         for (int s = 0; s < DEC_MAX_SPLITS; s++)
-            if (s < n_split && ml[s].y > 0.f) L += ml[s].y * __expf(ml[s].x - M);
+            if (s < n_split && ml[s].y > 0.f) L = __fmaf_rn(ml[s].y, __expf(ml[s].x - M), L);
         for (int d = tid; d < head_dim; d += threads) {
             float a[DEC_MAX_SPLITS];
 #pragma unroll
@@ -197,7 +198,7 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
             float o = 0.f;
 #pragma unroll
             for (int s = 0; s < DEC_MAX_SPLITS; s++)
-                if (s < n_split && ml[s].y > 0.f) o += a[s] * __expf(ml[s].x - M);
+                if (s < n_split && ml[s].y > 0.f) o = __fmaf_rn(a[s], __expf(ml[s].x - M), o);
             out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
         }
     } else {
@@ -206,13 +207,14 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
         float L = 0.f;
         for (int s = 0; s < n_split; s++) {
             const float2 ml = __ldcg(part_ml + ph + s);
-            if (ml.y > 0.f) L += ml.y * __expf(ml.x - M);
+            if (ml.y > 0.f) L = __fmaf_rn(ml.y, __expf(ml.x - M), L);
         }
         for (int d = tid; d < head_dim; d += threads) {
             float o = 0.f;
             for (int s = 0; s < n_split; s++) {
                 const float2 ml = __ldcg(part_ml + ph + s);
-                if (ml.y > 0.f) o += __ldcg(part_acc + (ph + s) * head_dim + d) * __expf(ml.x - M);
+                if (ml.y > 0.f)
+                    o = __fmaf_rn(__ldcg(part_acc + (ph + s) * head_dim + d), __expf(ml.x - M), o);
             }
             out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
         }

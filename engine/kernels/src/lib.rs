@@ -15,7 +15,8 @@ mod tests {
     /// memory that kernel may write, or returns: see pdl_wait in cu/common.cuh. Every kernel
     /// starts with `pdl_begin();`, but for the decode kernels below, which first issue loads of
     /// their weights (never written by a kernel; moe_down's expert ids are two launches old,
-    /// so complete) and then wait, each on every path (see their comments in moe.cu, mla.cu).
+    /// so complete), or of a step's metadata and cached keys, and then wait, each on every path
+    /// (see their comments in moe.cu, mla.cu, attention_decode_tc.cu).
     #[test]
     fn every_kernel_waits_for_its_predecessor() {
         // (file, kernel name prefix, the first statement: it loads weights and then waits)
@@ -51,6 +52,14 @@ mod tests {
             ("gemv.cu", "gemv_bf16", "if (M > 1) pdl_begin()"),
             ("gemv.cu", "gemv3_bf16", "if (M > 1) pdl_begin()"),
             ("gemv.cu", "gemv_swiglu_bf16", "if (M > 1) pdl_begin()"),
+            // One-row decode attention reads the step's metadata (copied before the graph)
+            // and issues its first tiles of keys cached by earlier steps, then waits
+            // (attn_decode_tc_rope).
+            (
+                "attention_decode_tc.cu",
+                "KERNEL",
+                "extern __shared__ __align__(16) unsigned char dsm[]",
+            ),
             // The ring's producer streams weights from the start; its consumers wait before
             // reading anything (ring.cu).
             (

@@ -120,8 +120,14 @@ impl<W> Gqa<W> {
             rope: &d.rope,
             layer: i,
         };
-        b.rope_write_kv((&mut s.q, &mut s.k, &s.v), &rw, kv, step);
-        b.attention(kv, i, &s.q, shape, step, &mut s.attn);
+        b.rope_attention(
+            (&mut s.q, &mut s.k, &s.v),
+            &rw,
+            shape,
+            kv,
+            step,
+            &mut s.attn,
+        );
         b.linear_residual(&s.attn, kinds, &self.o, x);
     }
 }

@@ -1,12 +1,112 @@
-//! The attention op: the decode kernels for single rows and short chunks, the tiled prefill
-//! kernels (tensor-core, or CUDA-core for other head sizes) for the 64-row tiles of long chunks.
+//! The attention ops: the decode kernels for single rows and short chunks, the tiled prefill
+//! kernels (tensor-core, or CUDA-core for other head sizes) for the 64-row tiles of long chunks,
+//! and a batch-1 decode step's RoPE + cache write + attention in one launch.
 
 use super::buffers::{matmul_input_bf16, CudaBuf, CudaKvCache};
-use super::kernels::{AttnLaunch, Kernels};
+use super::kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch};
+use super::weights::CudaWeight;
 use super::{CudaBackend, CudaStep};
-use crate::ops::AttnShape;
+use crate::ops::{AttnShape, Backend, RopeWrite};
+use crate::BackendError;
 
 impl CudaBackend {
+    /// What a launch of the attention kernels reads, writing into `out` (f32 or bf16).
+    fn attn_launch(
+        cache: &CudaKvCache,
+        layer: usize,
+        q: &CudaBuf,
+        shape: AttnShape,
+        step: &CudaStep,
+        (out, out_bf16): (u64, bool),
+    ) -> AttnLaunch {
+        let (k_cache, v_cache) = cache.layer(layer);
+        AttnLaunch {
+            q: q.f32("attention"),
+            k_cache,
+            v_cache,
+            out,
+            tok_seq: step.tok_seq,
+            seq_info: step.seq_info,
+            block_tables: step.block_tables,
+            n_heads: shape.n_heads,
+            n_kv_heads: shape.n_kv_heads,
+            head_dim: shape.head_dim,
+            block_size: cache.spec.block_size,
+            scale: shape.scale,
+            fp8: cache.fp8(),
+            out_bf16,
+        }
+    }
+
+    /// What a `rope_write_kv` launch reads (uploading the rotary frequencies once).
+    pub(super) fn rope_launch(
+        &self,
+        (q, k, v): (&CudaBuf, &CudaBuf, &CudaBuf),
+        p: &RopeWrite<'_, CudaWeight>,
+        cache: &CudaKvCache,
+        step: &CudaStep,
+    ) -> Result<RopeWriteLaunch, BackendError> {
+        let inv_freq = self.state().step.inv_freq(&self.stream, &p.rope.inv_freq)?;
+        Ok(RopeWriteLaunch {
+            q: q.f32("rope_write_kv"),
+            k: k.f32("rope_write_kv"),
+            v: v.f32("rope_write_kv"),
+            norms: p.qk_norm.map_or((0, 0), |[qn, kn]| (qn.ptr(), kn.ptr())),
+            eps: p.eps,
+            positions: step.positions,
+            inv_freq,
+            slots: step.slots,
+            caches: cache.layer(p.layer),
+            fp8: cache.fp8(),
+            rows: step.n_tokens,
+            shape: RopeShape {
+                n_heads: p.n_heads,
+                head_dim: p.rope.head_dim,
+                rotary_dim: p.rope.rotary_dim,
+                neox: p.rope.neox,
+            },
+            n_kv_heads: p.n_kv_heads,
+        })
+    }
+
+    /// `Backend::rope_attention`: a step of one row (batch-1 decode) in one launch
+    /// (`Kernels::rope_attention_decode`), any other as `rope_write_kv` then `attention`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rope_attention_op(
+        &self,
+        (q, k, v): (&mut CudaBuf, &mut CudaBuf, &CudaBuf),
+        p: &RopeWrite<'_, CudaWeight>,
+        shape: AttnShape,
+        cache: &mut CudaKvCache,
+        step: &CudaStep,
+        out: &mut CudaBuf,
+    ) {
+        if !self.fuses_rope_attention(shape, step) {
+            self.rope_write_kv((q, k, v), p, cache, step);
+            self.attention_op(cache, p.layer, q, shape, step, out);
+            return;
+        }
+        let t0 = self.prof_begin();
+        self.ensure_as(out, q.len, false);
+        let a = Self::attn_launch(cache, p.layer, q, shape, step, (out.ptr, false));
+        let r = self.rope_launch((q, k, v), p, cache, step).and_then(|rl| {
+            let parts = self.attn_parts(shape)?;
+            self.kernels
+                .rope_attention_decode(&rl, &a, step.short_rows, parts)
+        });
+        self.finish("rope + attention (one row)", t0, r);
+    }
+
+    /// Whether `rope_attention` takes one launch for this step: one row, and a layout and
+    /// setting `Kernels::fuses_rope_attention` takes.
+    pub fn fuses_rope_attention(&self, shape: AttnShape, step: &CudaStep) -> bool {
+        step.n_tokens == 1
+            && step.n_short_rows == 1
+            && self
+                .kernels
+                .fuses_rope_attention(shape.n_heads, shape.n_kv_heads, shape.head_dim)
+    }
+
     /// `Backend::attention`.
     pub(super) fn attention_op(
         &self,
@@ -25,23 +125,7 @@ impl CudaBackend {
             && Kernels::tc_attention_supports(shape.head_dim)
             && matmul_input_bf16(rows);
         self.ensure_as(out, q.len, out_bf16);
-        let (k_cache, v_cache) = cache.layer(layer);
-        let a = AttnLaunch {
-            q: q.f32("attention"),
-            k_cache,
-            v_cache,
-            out: out.ptr,
-            tok_seq: step.tok_seq,
-            seq_info: step.seq_info,
-            block_tables: step.block_tables,
-            n_heads: shape.n_heads,
-            n_kv_heads: shape.n_kv_heads,
-            head_dim: shape.head_dim,
-            block_size: cache.spec.block_size,
-            scale: shape.scale,
-            fp8: cache.fp8(),
-            out_bf16,
-        };
+        let a = Self::attn_launch(cache, layer, q, shape, step, (out.ptr, out_bf16));
         let d = shape.head_dim;
         let r = self.attn_parts(shape).and_then(|parts| {
             // The CUDA-core tiled kernel reads bf16 caches only.

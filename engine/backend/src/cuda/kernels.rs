@@ -66,6 +66,12 @@ pub struct Kernels {
     /// `gemv_swiglu[(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
     gemv_swiglu: Vec<CudaFunction>,
     rope_write_kv: [CudaFunction; 2],
+    /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
+    /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
+    /// the kernel leaves them zero), and whether it is on (HEARTH_ROPE_ATTN=0: off).
+    attn_decode_tc_rope: [[CudaFunction; 2]; 2],
+    attn_arrivals: (CudaSlice<u32>, u64),
+    rope_attn_on: bool,
     moe_route: CudaFunction,
     moe_route_gemv: CudaFunction,
     /// moe_route_gemv's arrival counters, one a row (GEMV_MAX_ROWS), zeroed here; the kernel
@@ -247,6 +253,19 @@ impl Kernels {
                 .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
                 .collect::<Result<_, _>>()?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
+            attn_decode_tc_rope: [
+                [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],
+                [
+                    f("attn_decode_tc_rope_fp8_64")?,
+                    f("attn_decode_tc_rope_fp8_128")?,
+                ],
+            ],
+            attn_arrivals: {
+                let b = stream.alloc_zeros::<u32>(attention::ROPE_ATTN_MAX_KV_HEADS)?;
+                let p = b.device_ptr(&stream).0;
+                (b, p)
+            },
+            rope_attn_on: std::env::var("HEARTH_ROPE_ATTN").as_deref() != Ok("0"),
             moe_route: f("moe_route")?,
             moe_route_gemv: f("moe_route_gemv")?,
             route_arrivals: {
@@ -306,6 +325,10 @@ impl Kernels {
                 k.attn_decode_tc[c][h].set_attribute(
                     cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     bytes,
+                )?;
+                k.attn_decode_tc_rope[c][h].set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    Self::decode_tc_rope_smem(hd, fp8) as i32,
                 )?;
             }
         }

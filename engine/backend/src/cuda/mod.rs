@@ -44,7 +44,7 @@ pub use device::CudaDeviceInfo;
 use gemm::Gemm;
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
-use kernels::{Kernels, RopeShape, RopeWriteLaunch, GEMV_MAX_ROWS};
+use kernels::{Kernels, RopeShape, GEMV_MAX_ROWS};
 pub use step::CudaStep;
 pub use weights::CudaWeight;
 
@@ -490,30 +490,22 @@ impl Backend for CudaBackend {
         step: &CudaStep,
     ) {
         let t0 = self.prof_begin();
-        let inv_freq = self.state().step.inv_freq(&self.stream, &p.rope.inv_freq);
-        let r = inv_freq.and_then(|inv_freq| {
-            self.kernels.rope_write_kv(&RopeWriteLaunch {
-                q: q.f32("rope_write_kv"),
-                k: k.f32("rope_write_kv"),
-                v: v.f32("rope_write_kv"),
-                norms: p.qk_norm.map_or((0, 0), |[qn, kn]| (qn.ptr(), kn.ptr())),
-                eps: p.eps,
-                positions: step.positions,
-                inv_freq,
-                slots: step.slots,
-                caches: cache.layer(p.layer),
-                fp8: cache.fp8(),
-                rows: step.n_tokens,
-                shape: RopeShape {
-                    n_heads: p.n_heads,
-                    head_dim: p.rope.head_dim,
-                    rotary_dim: p.rope.rotary_dim,
-                    neox: p.rope.neox,
-                },
-                n_kv_heads: p.n_kv_heads,
-            })
-        });
+        let r = self
+            .rope_launch((q, k, v), p, cache, step)
+            .and_then(|a| self.kernels.rope_write_kv(&a));
         self.finish("rope_write_kv", t0, r);
+    }
+
+    fn rope_attention(
+        &self,
+        qkv: (&mut CudaBuf, &mut CudaBuf, &CudaBuf),
+        p: &RopeWrite<'_, CudaWeight>,
+        shape: AttnShape,
+        cache: &mut CudaKvCache,
+        step: &CudaStep,
+        out: &mut CudaBuf,
+    ) {
+        self.rope_attention_op(qkv, p, shape, cache, step, out);
     }
 
     fn rms_norm(&self, x: &CudaBuf, w: &CudaWeight, eps: f32, out: &mut CudaBuf) {

@@ -5,7 +5,7 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig};
 
-use super::{cfg, Kernels};
+use super::{cfg, Kernels, RopeWriteLaunch};
 use crate::BackendError;
 
 /// Splits per row the decode attention kernel may use (DEC_MAX_SPLITS in attention_decode.cu).
@@ -27,6 +27,11 @@ const DECODE_MERGE_WIDE_ROWS: usize = 8;
 /// Warps per block and keys per warp tile of the tensor-core decode kernel (DTC_WARPS, DTC_BK).
 pub(super) const DECODE_TC_WARPS: usize = 4;
 pub(super) const DECODE_TC_BK: usize = 16;
+
+/// Query heads per KV head, and KV heads, the one-launch batch-1 attention takes
+/// (DTC_MAX_GROUP; its arrival counters).
+const ROPE_ATTN_MAX_GROUP: usize = 16;
+pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 
 /// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
 const PREFILL_TC_BK: usize = 64;
@@ -58,6 +63,78 @@ impl Kernels {
         let wide = if fp8 { 2 * DECODE_TC_BK * row } else { 0 };
         let merge = DECODE_TC_WARPS * 16 * (hd + 2) * 4;
         (DECODE_TC_WARPS * (2 * stage + wide)).max(merge)
+    }
+
+    /// Dynamic shared memory of the one-launch batch-1 attention (attn_decode_tc_rope): the
+    /// decode kernel's, then the query heads and the key (DTC_ROPE_SMEM).
+    pub(super) fn decode_tc_rope_smem(hd: usize, fp8: bool) -> usize {
+        Self::decode_tc_smem(hd, fp8) + (ROPE_ATTN_MAX_GROUP + 1) * hd * 4
+    }
+
+    /// Whether a step of one row runs its q/k norm + RoPE + cache write and its decode
+    /// attention (with the split merge) as one launch, `rope_attention_decode`: a head layout
+    /// the tensor-core decode kernel takes, and no weight ring (which records the three steps
+    /// itself). Off with HEARTH_ROPE_ATTN=0, to compare.
+    pub fn fuses_rope_attention(&self, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> bool {
+        self.rope_attn_on
+            && self.ring.is_none()
+            && Self::decode_tc_supports(n_heads, n_kv_heads, head_dim)
+            && n_kv_heads <= ROPE_ATTN_MAX_KV_HEADS
+    }
+
+    /// `rope_write_kv` (`r`, one row) then `attention_decode` (`a`) of that row, listed at `row`,
+    /// in one launch (attn_decode_tc_rope), with the same bits; `parts` is the split buffer.
+    /// The caller checked `fuses_rope_attention`.
+    pub fn rope_attention_decode(
+        &self,
+        r: &RopeWriteLaunch,
+        a: &AttnLaunch,
+        row: u64,
+        parts: u64,
+    ) -> Result<(), BackendError> {
+        assert!(
+            r.rows == 1 && !a.out_bf16,
+            "rope_attention_decode: one row, f32 out"
+        );
+        let [nh, nkv, _, bs] = a.layout();
+        let (rd, neox) = (r.shape.rotary_dim as i32, i32::from(r.shape.neox));
+        let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
+        let (kc, vc) = r.caches;
+        let c = LaunchConfig {
+            grid_dim: (1, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
+            block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
+            shared_mem_bytes: Self::decode_tc_rope_smem(a.head_dim, a.fp8) as u32,
+        };
+        launch!(
+            @fn self,
+            &self.attn_decode_tc_rope[usize::from(a.fp8)][usize::from(a.head_dim == 128)],
+            c,
+            r.q,
+            r.k,
+            r.v,
+            r.norms.0,
+            r.norms.1,
+            r.eps,
+            r.positions,
+            r.inv_freq,
+            r.slots,
+            kc,
+            vc,
+            a.out,
+            parts,
+            acc,
+            self.attn_arrivals.1,
+            row,
+            a.tok_seq,
+            a.seq_info,
+            a.block_tables,
+            nh,
+            nkv,
+            bs,
+            a.scale,
+            rd,
+            neox
+        )
     }
 
     /// Whether the tensor-core decode kernel handles this head layout (GQA groups of up to 16
