@@ -90,11 +90,26 @@ impl<'a, B: Backend> Generator<'a, B> {
         self.step_rows(tokens, start, vec![tokens.len() - 1])
     }
 
+    /// One decode step of `tok` at `pos` that takes the greedy token on the device, as the
+    /// engine does: no logits row comes back to the host.
+    fn step_greedy(&mut self, tok: u32, pos: usize) -> u32 {
+        let batch = self.batch(&[tok], pos, vec![0]);
+        let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
+        backend.install(|| model.forward_greedy(backend, &batch, kv))[0]
+    }
+
     fn step_rows(&mut self, tokens: &[u32], start: usize, logits_rows: Vec<usize>) -> Vec<f32> {
+        let batch = self.batch(tokens, start, logits_rows);
+        let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
+        backend.install(|| model.forward(backend, &batch, kv))
+    }
+
+    /// `tokens` at positions from `start`, this sequence's blocks in order.
+    fn batch(&self, tokens: &[u32], start: usize, logits_rows: Vec<usize>) -> ForwardBatch {
         let n = tokens.len();
         let end = start + n;
         let blocks = end.div_ceil(self.block_size);
-        let batch = ForwardBatch {
+        ForwardBatch {
             tokens: tokens.to_vec(),
             positions: (start..end).map(|p| p as u32).collect(),
             attn: AttnMetadata {
@@ -108,9 +123,7 @@ impl<'a, B: Backend> Generator<'a, B> {
                 prefill: (start..end).map(|p| p < self.prompt_len).collect(),
             },
             logits_rows,
-        };
-        let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
-        backend.install(|| model.forward(backend, &batch, kv))
+        }
     }
 
     /// Runs `prompt` through the model in chunks and returns the last position's logits.
@@ -157,12 +170,15 @@ impl<'a, B: Backend> Generator<'a, B> {
             ..Default::default()
         };
         let t0 = Instant::now();
-        let mut logits = self.prefill(prompt)?;
+        let logits = self.prefill(prompt)?;
         stats.prefill = t0.elapsed();
         let t1 = Instant::now();
         let mut finish = FinishReason::Length;
+        // Greedy decoding takes each token on the device (`sample`'s greedy case is an argmax
+        // with the same tie rule), as the engine does; other settings sample the logits here.
+        let greedy = params.temperature <= 0.0 || params.top_k == 1;
+        let mut tok = sample(&logits, params, &mut rng);
         for pos in prompt.len()..prompt.len() + max_tokens {
-            let tok = sample(&logits, params, &mut rng);
             stats.generated_tokens += 1;
             if !on_token(tok) || stop_ids.contains(&tok) {
                 finish = FinishReason::Stop;
@@ -171,7 +187,11 @@ impl<'a, B: Backend> Generator<'a, B> {
             if pos + 1 >= self.max_len || stats.generated_tokens == max_tokens {
                 break;
             }
-            logits = self.step(&[tok], pos);
+            tok = if greedy {
+                self.step_greedy(tok, pos)
+            } else {
+                sample(&self.step(&[tok], pos), params, &mut rng)
+            };
         }
         stats.decode = t1.elapsed();
         Ok((finish, stats))
