@@ -481,7 +481,8 @@ pub trait Backend: Send + Sync {
         self.write_kv(cache, p.layer, k, v, step);
     }
     /// A layer's attention from its projections: `rope_write_kv`, then `attention` of the
-    /// rotated q into `out` (a backend may run both in one launch).
+    /// rotated q into `out`. A backend may run both in one launch and leave q and k as they
+    /// came: the caller reads only `out` and the cache after it.
     #[allow(clippy::too_many_arguments)]
     fn rope_attention(
         &self,
