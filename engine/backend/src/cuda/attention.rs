@@ -3,7 +3,7 @@
 //! and a batch-1 decode step's RoPE + cache write + attention in one launch.
 
 use super::buffers::{matmul_input_bf16, CudaBuf, CudaKvCache};
-use super::kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch};
+use super::kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, ROPE_ATTN_MAX_KEYS};
 use super::weights::CudaWeight;
 use super::{CudaBackend, CudaStep};
 use crate::ops::{AttnShape, Backend, RopeWrite};
@@ -97,11 +97,15 @@ impl CudaBackend {
         self.finish("rope + attention (one row)", t0, r);
     }
 
-    /// Whether `rope_attention` takes one launch for this step: one row, and a layout and
-    /// setting `Kernels::fuses_rope_attention` takes.
+    /// Whether `rope_attention` takes one launch for this step: one row of at most
+    /// `ROPE_ATTN_MAX_KEYS` keys, and a layout and setting `Kernels::fuses_rope_attention` takes.
     pub fn fuses_rope_attention(&self, shape: AttnShape, step: &CudaStep) -> bool {
         step.n_tokens == 1
             && step.n_short_rows == 1
+            && step
+                .seqs
+                .first()
+                .is_some_and(|s| s[2] <= ROPE_ATTN_MAX_KEYS)
             && self
                 .kernels
                 .fuses_rope_attention(shape.n_heads, shape.n_kv_heads, shape.head_dim)

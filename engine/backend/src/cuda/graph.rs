@@ -16,7 +16,7 @@
 //! a step replays, op calls only do their arena bookkeeping (`Kernels::skip`); the graph is
 //! launched when the step's results are read back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaStream};
@@ -29,20 +29,24 @@ pub const DECODE_BATCH_SIZES: &[usize] = &[
     1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256,
 ];
 
+/// A decode graph: the step's rows, and whether its one row sees more keys than the one-launch
+/// attention takes (`kernels::ROPE_ATTN_MAX_KEYS`: a graph of the three attention kernels).
+pub type GraphKey = (usize, bool);
+
 /// What the current step does with its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Not a graph step, or a size's first (warm-up) step: ops launch as usual.
+    /// Not a graph step, or a graph's first (warm-up) step: ops launch as usual.
     Eager,
-    /// Ops are being recorded into the graph of this size.
-    Capture(usize),
-    /// Ops only allocate; the graph of this size is launched at read-back.
-    Replay(usize),
+    /// Ops are being recorded into this graph.
+    Capture(GraphKey),
+    /// Ops only allocate; this graph is launched at read-back.
+    Replay(GraphKey),
 }
 
 pub struct DecodeGraphs {
-    graphs: HashMap<usize, CudaGraph>,
-    warmed: HashSet<usize>,
+    graphs: HashMap<GraphKey, CudaGraph>,
+    warmed: HashSet<GraphKey>,
     epoch: u64,
     mode: Option<Mode>,
     /// Graph launches so far, and the one (HEARTH_CUDA_PROFILE_REPLAY=N: the N-th) to run
@@ -72,12 +76,12 @@ impl Default for DecodeGraphs {
 unsafe impl Send for DecodeGraphs {}
 
 impl DecodeGraphs {
-    /// Picks the mode of a decode step of `size` rows at backend epoch `epoch`, starting the
-    /// capture when it is this size's turn.
+    /// Picks the mode of a decode step of graph `key` at backend epoch `epoch`, starting the
+    /// capture when it is this graph's turn.
     pub fn begin(
         &mut self,
         stream: &CudaStream,
-        size: usize,
+        key: GraphKey,
         epoch: u64,
     ) -> Result<Mode, BackendError> {
         if epoch != self.epoch {
@@ -85,15 +89,15 @@ impl DecodeGraphs {
             self.warmed.clear();
             self.epoch = epoch;
         }
-        let mode = if self.graphs.contains_key(&size) {
-            Mode::Replay(size)
-        } else if self.warmed.contains(&size) {
+        let mode = if self.graphs.contains_key(&key) {
+            Mode::Replay(key)
+        } else if self.warmed.contains(&key) {
             // Relaxed: the arena may still need to allocate (it then bumps the epoch, and the
             // graph is dropped at the next step).
             stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
-            Mode::Capture(size)
+            Mode::Capture(key)
         } else {
-            self.warmed.insert(size);
+            self.warmed.insert(key);
             Mode::Eager
         };
         self.mode = Some(mode);
@@ -105,30 +109,31 @@ impl DecodeGraphs {
     pub fn flush(&mut self, stream: &std::sync::Arc<CudaStream>) -> Result<(), BackendError> {
         match self.mode.take() {
             None | Some(Mode::Eager) => Ok(()),
-            Some(Mode::Replay(size)) => {
+            Some(Mode::Replay(key)) => {
                 self.replays += 1;
                 let profiled = self.profile_replay == Some(self.replays);
                 if profiled {
                     // SAFETY: no arguments; marks the start of the profiled range.
                     unsafe { sys::cuProfilerStart() }.result()?;
                 }
-                self.graphs[&size].launch()?;
+                self.graphs[&key].launch()?;
                 if profiled {
                     // SAFETY: as above; ends the range.
                     unsafe { sys::cuProfilerStop() }.result()?;
                 }
                 Ok(())
             }
-            Some(Mode::Capture(size)) => {
+            Some(Mode::Capture(key)) => {
                 let graph = stream
                     .end_capture(CUgraphInstantiate_flags(0))?
                     .ok_or_else(|| {
                         BackendError::Cuda(format!(
-                            "capturing the decode graph of {size} rows: empty"
+                            "capturing the decode graph of {} rows: empty",
+                            key.0
                         ))
                     })?;
                 graph.launch()?;
-                self.graphs.insert(size, graph);
+                self.graphs.insert(key, graph);
                 Ok(())
             }
         }
@@ -136,9 +141,8 @@ impl DecodeGraphs {
 
     /// Sizes with a captured graph, ascending (for the startup log).
     pub fn captured(&self) -> Vec<usize> {
-        let mut s: Vec<usize> = self.graphs.keys().copied().collect();
-        s.sort_unstable();
-        s
+        let sizes: BTreeSet<usize> = self.graphs.keys().map(|k| k.0).collect();
+        sizes.into_iter().collect()
     }
 }
 

@@ -177,7 +177,7 @@ macro_rules! launch {
 mod attention;
 mod launch;
 use attention::decode_variants;
-pub use attention::AttnLaunch;
+pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
 mod gemv;
 pub use gemv::GemvNorm;

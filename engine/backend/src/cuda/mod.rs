@@ -343,7 +343,13 @@ impl Backend for CudaBackend {
         st.moves += u64::from(moved);
         if let Some(n) = size {
             let epoch = st.epoch();
-            let mode = st.graphs.begin(&self.stream, n, epoch);
+            // One row past the one-launch attention's reach has a graph of its own.
+            let long = n == 1
+                && step
+                    .seqs
+                    .first()
+                    .is_some_and(|s| s[2] > kernels::ROPE_ATTN_MAX_KEYS);
+            let mode = st.graphs.begin(&self.stream, (n, long), epoch);
             let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
             self.kernels.skip.store(
                 matches!(mode, Mode::Replay(_)),
@@ -354,7 +360,9 @@ impl Backend for CudaBackend {
                 std::sync::atomic::Ordering::Relaxed,
             );
             // The weight ring runs one-row decodes: recorded into the graph of size 1.
-            let r = self.kernels.ring_record(mode == Mode::Capture(1));
+            let r = self
+                .kernels
+                .ring_record(matches!(mode, Mode::Capture((1, _))));
             self.check("decode ring", r);
         }
         step

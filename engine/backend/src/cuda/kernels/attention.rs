@@ -32,6 +32,12 @@ pub(super) const DECODE_TC_BK: usize = 16;
 /// (DTC_MAX_GROUP; its arrival counters).
 const ROPE_ATTN_MAX_GROUP: usize = 16;
 pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
+/// Keys up to which a row takes the one-launch attention. Its split merge runs in one block a KV
+/// head, where the merge kernel has a block a head: past 32 splits of 128 keys that costs more
+/// than the two launches it saves (Qwen3-8B shape on an H100, per-request decode after a
+/// 2,048-token prompt +1%, after 8,192 -1%), so longer rows take the three kernels (a graph of
+/// their own at batch 1, `graph::GraphKey`).
+pub const ROPE_ATTN_MAX_KEYS: usize = 4096;
 
 /// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
 const PREFILL_TC_BK: usize = 64;
