@@ -15,7 +15,7 @@ use hearth_backend::{
 };
 
 mod common;
-use common::{batch, bf, fp8, gpu, max_rel, rand, upload, Pair};
+use common::{as_cached, batch, bf, gpu, max_rel, rand, upload, Pair};
 
 /// The fused q/k norm + rotary + cache write against the CPU's separate ops, with and without
 /// q/k norms, NeoX and interleaved, partial rotary, and a padding row that must write nothing.
@@ -270,14 +270,10 @@ fn long_prefill_attention_matches_cpu() {
         // Blocks in reverse order, so the table really is followed.
         let table: Vec<u32> = (0..spec.num_blocks as u32).rev().collect();
         let slot = |p: usize| table[p / bs] * bs as u32 + (p % bs) as u32;
-        let round = |v: &[f32]| match dtype {
-            KvDtype::Bf16 => bf(v),
-            KvDtype::Fp8E4m3 => fp8(v),
-        };
         let kv_dim = n_kv * hd;
         let (k, v) = (
-            round(&rand(ctx * kv_dim, 40)),
-            round(&rand(ctx * kv_dim, 41)),
+            as_cached(dtype, &rand(ctx * kv_dim, 40)),
+            as_cached(dtype, &rand(ctx * kv_dim, 41)),
         );
         let q = rand(n * n_heads * hd, 42);
         let step = ForwardBatch {
@@ -343,10 +339,7 @@ fn attention_case(
     (n_heads, n_kv, bs): (usize, usize, usize),
 ) {
     // K and V as the GPU cache stores them, so only the attention arithmetic differs.
-    let kv = |v: &[f32]| match dtype {
-        KvDtype::Bf16 => bf(v),
-        KvDtype::Fp8E4m3 => fp8(v),
-    };
+    let kv = |v: &[f32]| as_cached(dtype, v);
     let spec = KvCacheSpec {
         num_layers: 2,
         num_blocks: 64,
@@ -446,6 +439,40 @@ fn attention_case(
     assert!(d < tolerance, "attention head_dim {hd}: {d}");
 }
 
+/// Writes random keys and values (seeds `seed` and `seed + 1`), rounded as a `dtype` cache
+/// stores them, at `slots` of layer 0 on both backends.
+fn fill_layer0(
+    (cpu, gpu): (&CpuBackend, &CudaBackend),
+    (kc, kg): (
+        &mut <CpuBackend as Backend>::KvCache,
+        &mut <CudaBackend as Backend>::KvCache,
+    ),
+    dtype: KvDtype,
+    slots: Vec<u32>,
+    kv_dim: usize,
+    seed: u64,
+) {
+    let n = slots.len();
+    let fill = ForwardBatch {
+        tokens: vec![0; n],
+        positions: vec![0; n],
+        attn: AttnMetadata {
+            seqs: vec![],
+            prefill: vec![true; n],
+            slot_mapping: slots,
+        },
+        logits_rows: vec![],
+    };
+    let (k, v) = (
+        as_cached(dtype, &rand(n * kv_dim, seed)),
+        as_cached(dtype, &rand(n * kv_dim, seed + 1)),
+    );
+    let sc = cpu.begin_step(&fill);
+    cpu.write_kv(kc, 0, &k, &v, &sc);
+    let sg = gpu.begin_step(&fill);
+    gpu.write_kv(kg, 0, &upload(gpu, &k), &upload(gpu, &v), &sg);
+}
+
 /// Decode rows over long contexts take several splits (merged in a second kernel); a padding
 /// row (no key, no slot) comes out as zeros and writes nothing; a row alone gets the same bits
 /// as in a batch (whose merge takes the serial form, the row alone the wide one).
@@ -483,33 +510,18 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         let table_a: Vec<u32> = (0..long.div_ceil(bs) as u32).rev().collect();
         let table_b: Vec<u32> = (table_a.len() as u32..blocks as u32).collect();
         let slot = |t: &[u32], p: usize| t[p / bs] * bs as u32 + (p % bs) as u32;
-        let kv_dim = n_kv * hd;
-        let n_fill = long + short;
-        let fill = ForwardBatch {
-            tokens: vec![0; n_fill],
-            positions: (0..long as u32).chain(0..short as u32).collect(),
-            attn: AttnMetadata {
-                seqs: vec![],
-                prefill: vec![true; n_fill],
-                slot_mapping: (0..long)
-                    .map(|p| slot(&table_a, p))
-                    .chain((0..short).map(|p| slot(&table_b, p)))
-                    .collect(),
-            },
-            logits_rows: vec![],
-        };
-        let round = |v: &[f32]| match dtype {
-            KvDtype::Bf16 => bf(v),
-            KvDtype::Fp8E4m3 => fp8(v),
-        };
-        let (k0, v0) = (
-            round(&rand(n_fill * kv_dim, 20)),
-            round(&rand(n_fill * kv_dim, 21)),
+        let slots = (0..long)
+            .map(|p| slot(&table_a, p))
+            .chain((0..short).map(|p| slot(&table_b, p)))
+            .collect();
+        fill_layer0(
+            (&cpu, &gpu),
+            (&mut kc, &mut kg),
+            dtype,
+            slots,
+            n_kv * hd,
+            20,
         );
-        let sc = cpu.begin_step(&fill);
-        cpu.write_kv(&mut kc, 0, &k0, &v0, &sc);
-        let sg = gpu.begin_step(&fill);
-        gpu.write_kv(&mut kg, 0, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
         // Two decode rows reading what is cached (context_len counts the row's own key,
         // written above), then a padding row for the GPU.
         let row = |i: usize, ctx: usize, t: &Vec<u32>| SeqAttn {
@@ -648,35 +660,13 @@ fn one_row_rope_attention_matches_the_batch() {
         );
         let slot = |t: &[u32], p: usize| t[p / bs] * bs as u32 + (p % bs) as u32;
         let kv_dim = n_kv * hd;
-        // Every key but each row's own, as the cache stores them.
-        let fill_slots: Vec<u32> = lens
+        // Every key but each row's own.
+        let slots = lens
             .iter()
             .zip(&tables)
             .flat_map(|(len, t)| (0..len - 1).map(move |p| slot(t, p)))
             .collect();
-        let n_fill = fill_slots.len();
-        let fill = ForwardBatch {
-            tokens: vec![0; n_fill],
-            positions: vec![0; n_fill],
-            attn: AttnMetadata {
-                seqs: vec![],
-                prefill: vec![true; n_fill],
-                slot_mapping: fill_slots,
-            },
-            logits_rows: vec![],
-        };
-        let round = |v: &[f32]| match dtype {
-            KvDtype::Bf16 => bf(v),
-            KvDtype::Fp8E4m3 => fp8(v),
-        };
-        let (k0, v0) = (
-            round(&rand(n_fill * kv_dim, 30)),
-            round(&rand(n_fill * kv_dim, 31)),
-        );
-        let sc = cpu.begin_step(&fill);
-        cpu.write_kv(&mut kc, 0, &k0, &v0, &sc);
-        let sg = gpu.begin_step(&fill);
-        gpu.write_kv(&mut kg, 0, &upload(&gpu, &k0), &upload(&gpu, &v0), &sg);
+        fill_layer0((&cpu, &gpu), (&mut kc, &mut kg), dtype, slots, kv_dim, 30);
 
         let (qn, qng) = p.w("qn", vec![hd], &rand(hd, 32));
         let (kn, kng) = p.w("kn", vec![hd], &rand(hd, 33));

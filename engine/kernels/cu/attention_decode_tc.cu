@@ -397,8 +397,8 @@ __device__ __forceinline__ void dtc_merge_group(const float2* __restrict__ part_
 // Batch-1 decode's attention step in one launch (the one-row decode graph): each block runs
 // rope_write_kv's q/k norm and RoPE of its KV group's query heads into shared memory (in the last
 // split's block, the warp that reads this step's key also of the key, which it writes with the
-// value into the cache), then the block above; of a row's several splits, the block that finishes last merges them
-// (dtc_merge_group). Three launches a layer become one, with the bits of rope_write_kv +
+// value into the cache), then the block above; of a row's several splits, the block that
+// finishes last merges them (dtc_merge_group). Three launches a layer become one, with the bits of rope_write_kv +
 // attn_decode_tc + attn_decode_merge_wide, which launches of more rows keep. Keys cached by
 // earlier steps never depend on the kernel before, nor does the step's metadata (copied before
 // the graph), so a warp whose first tile does not hold this step's key loads it before the wait.

@@ -7,8 +7,8 @@
 // kernel variant are, so a sequence's numerics do not depend on its batch.
 //
 // Variants: one matrix (gemv_bf16_M_R; with `add`, y += x . W^T, a residual stream, summed in
-// the same order as the separate add it replaces); up to three matrices sharing x in one launch (the Q, K
-// and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
+// the same order as the separate add it replaces); up to three matrices sharing x in one launch
+// (the Q, K and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
 // read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R). The last two can fold in the
 // RMS norm before them (GemvNorm).
 //
@@ -99,7 +99,8 @@ __device__ __forceinline__ float gemv_sum(const GemvParts<M, R>& p, int i, int K
 }
 
 // Each warp's dot products x[m, :] . w[r][:] over its quarter of K (x * g with a folded norm,
-// and the squares of x: gemv_norm_stats mirrors this loop), left in shared memory (returned, after a block barrier) for gemv_sum.
+// and the squares of x: gemv_norm_stats mirrors this loop), left in shared memory (returned,
+// after a block barrier) for gemv_sum.
 // A block owns R features and its warps split K, so a narrow matrix still has 4 warps per
 // feature group streaming it. A one-row launch issues its first round of weight loads before
 // it waits for the kernel before (the weights never depend on it).

@@ -102,10 +102,7 @@ impl CudaBackend {
     pub fn fuses_rope_attention(&self, shape: AttnShape, step: &CudaStep) -> bool {
         step.n_tokens == 1
             && step.n_short_rows == 1
-            && step
-                .seqs
-                .first()
-                .is_some_and(|s| s[2] <= ROPE_ATTN_MAX_KEYS)
+            && !long_row(step)
             && self
                 .kernels
                 .fuses_rope_attention(shape.n_heads, shape.n_kv_heads, shape.head_dim)
@@ -156,4 +153,10 @@ impl CudaBackend {
         };
         self.finish(op, t0, r);
     }
+}
+
+/// Whether the step's first sequence sees more keys than the one-launch attention takes
+/// (`ROPE_ATTN_MAX_KEYS`); at batch 1 such a row has a decode graph of its own.
+pub(super) fn long_row(step: &CudaStep) -> bool {
+    step.seqs.first().is_some_and(|s| s[2] > ROPE_ATTN_MAX_KEYS)
 }

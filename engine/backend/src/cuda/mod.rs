@@ -343,12 +343,7 @@ impl Backend for CudaBackend {
         st.moves += u64::from(moved);
         if let Some(n) = size {
             let epoch = st.epoch();
-            // One row past the one-launch attention's reach has a graph of its own.
-            let long = n == 1
-                && step
-                    .seqs
-                    .first()
-                    .is_some_and(|s| s[2] > kernels::ROPE_ATTN_MAX_KEYS);
+            let long = n == 1 && attention::long_row(&step);
             let mode = st.graphs.begin(&self.stream, (n, long), epoch);
             let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
             self.kernels.skip.store(

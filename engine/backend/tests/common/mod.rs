@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use hearth_backend::{
-    AttnMetadata, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight, SeqAttn,
+    AttnMetadata, Backend, CpuBackend, CudaBackend, ForwardBatch, HostWeight, KvDtype, SeqAttn,
 };
 
 /// The GPU, where HEARTH_TEST_CUDA=1 says there is one.
@@ -50,6 +50,14 @@ pub fn bf(v: &[f32]) -> Vec<f32> {
     v.iter()
         .map(|x| half::bf16::from_f32(*x).to_f32())
         .collect()
+}
+
+/// Rounds as a KV cache of `dtype` stores the values.
+pub fn as_cached(dtype: KvDtype, v: &[f32]) -> Vec<f32> {
+    match dtype {
+        KvDtype::Bf16 => bf(v),
+        KvDtype::Fp8E4m3 => fp8(v),
+    }
 }
 
 pub fn max_rel(got: &[f32], want: &[f32]) -> f32 {
