@@ -337,6 +337,8 @@ pub trait Backend: Send + Sync {
     /// One step's batch metadata as the ops read it (on the device for a GPU backend: token
     /// ids, positions, slots, block tables), staged once by `begin_step`.
     type Step: Send;
+    /// A step's greedy token ids on their way to the host (`argmax_deferred`).
+    type Ids: Send;
 
     fn name(&self) -> &'static str;
     /// Runs `f` (a whole forward pass) in the backend's execution context: the CPU backend runs
@@ -358,6 +360,10 @@ pub trait Backend: Send + Sync {
     /// Starts a forward pass over `batch`: stages its metadata for the ops below. Buffers from
     /// `buf` live until the next `begin_step`.
     fn begin_step(&self, batch: &ForwardBatch) -> Self::Step;
+    /// `begin_step` for a step whose row i takes as its token row i of the last
+    /// `argmax_deferred`'s ids, where they were computed (`batch.tokens` is ignored): a decode
+    /// step can be queued before the host has read the tokens it consumes.
+    fn begin_fed_step(&self, batch: &ForwardBatch) -> Self::Step;
     /// Lets decode steps run as captured graphs from now on (a GPU backend's CUDA graphs) and
     /// returns the batch sizes decode steps must then be padded to (`ForwardBatch::pad_decode`);
     /// empty when the backend has none. Only for callers whose forward passes read results back
@@ -599,11 +605,15 @@ pub trait Backend: Send + Sync {
     /// The index of the largest value of each `cols`-long row of `x` (the first on ties): greedy
     /// sampling where the backend can do it without copying whole rows to the host.
     fn argmax_rows(&self, x: &Self::Buf, cols: usize) -> Vec<u32> {
-        self.to_host(x)
-            .chunks_exact(cols.max(1))
-            .map(argmax)
-            .collect()
+        let ids = self.argmax_deferred(x, cols);
+        self.read_ids(ids)
     }
+    /// `argmax_rows` without waiting for the result: `read_ids` brings the ids to the host, and
+    /// a step begun by `begin_fed_step` takes its tokens from them where they are. Each call
+    /// overwrites the ids of the call two before it, so at most two may wait unread.
+    fn argmax_deferred(&self, x: &Self::Buf, cols: usize) -> Self::Ids;
+    /// Waits for `ids` and returns them.
+    fn read_ids(&self, ids: Self::Ids) -> Vec<u32>;
     /// Samples a token from each `cols`-long row of `x` under `rows[i]` (see `sample`): where
     /// the backend can, without copying whole rows to the host.
     fn sample_rows(&self, x: &Self::Buf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {

@@ -248,19 +248,22 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
     }
 
     fn forward(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32> {
-        let logits = self.logits(b, batch, kv);
+        let logits = self.logits(b, batch, kv, false);
         if batch.logits_rows.is_empty() {
             return Vec::new();
         }
         b.to_host(&logits)
     }
 
-    fn forward_greedy(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32> {
-        let logits = self.logits(b, batch, kv);
-        if batch.logits_rows.is_empty() {
-            return Vec::new();
-        }
-        b.argmax_rows(&logits, self.info.vocab_size)
+    fn forward_greedy_deferred(
+        &self,
+        b: &B,
+        batch: &ForwardBatch,
+        kv: &mut B::KvCache,
+        fed: bool,
+    ) -> B::Ids {
+        let logits = self.logits(b, batch, kv, fed);
+        b.argmax_deferred(&logits, self.info.vocab_size)
     }
 
     fn forward_sample(
@@ -270,7 +273,7 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
         kv: &mut B::KvCache,
         rows: &[hearth_backend::SampleRow],
     ) -> Vec<u32> {
-        let logits = self.logits(b, batch, kv);
+        let logits = self.logits(b, batch, kv, false);
         if batch.logits_rows.is_empty() {
             return Vec::new();
         }
@@ -279,11 +282,16 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
 }
 
 impl<B: Backend> Decoder<B> {
-    /// The step's logits rows, `[batch.logits_rows.len(), vocab]`, in a backend buffer.
-    fn logits(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> B::Buf {
+    /// The step's logits rows, `[batch.logits_rows.len(), vocab]`, in a backend buffer; with
+    /// `fed`, the step's tokens are the last deferred greedy ids (`Backend::begin_fed_step`).
+    fn logits(&self, b: &B, batch: &ForwardBatch, kv: &mut B::KvCache, fed: bool) -> B::Buf {
         let kinds = &batch.attn.prefill[..];
         debug_assert_eq!(kinds.len(), batch.tokens.len());
-        let step = b.begin_step(batch);
+        let step = if fed {
+            b.begin_fed_step(batch)
+        } else {
+            b.begin_step(batch)
+        };
         let mut x = b.buf(0);
         b.embedding(&self.embed, &step, &mut x);
         let mut h = b.buf(0);

@@ -36,7 +36,21 @@ pub trait CausalLm<B: Backend>: Send + Sync {
     fn forward(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<f32>;
     /// Runs one step and returns the greedy token of each logits row, computed where the
     /// logits are (on the GPU, only the ids cross to the host).
-    fn forward_greedy(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32>;
+    fn forward_greedy(&self, backend: &B, batch: &ForwardBatch, kv: &mut B::KvCache) -> Vec<u32> {
+        let ids = self.forward_greedy_deferred(backend, batch, kv, false);
+        backend.read_ids(ids)
+    }
+    /// `forward_greedy` that queues the step without waiting for its ids (`Backend::read_ids`
+    /// brings them to the host). With `fed`, row i's token is row i of the previous deferred
+    /// step's ids, not `batch.tokens` (`Backend::begin_fed_step`): a step can be queued behind
+    /// the one that picks its tokens, so the device never waits for the host in between.
+    fn forward_greedy_deferred(
+        &self,
+        backend: &B,
+        batch: &ForwardBatch,
+        kv: &mut B::KvCache,
+        fed: bool,
+    ) -> B::Ids;
     /// Runs one step and samples each logits row under `rows` (`Backend::sample_rows`).
     fn forward_sample(
         &self,

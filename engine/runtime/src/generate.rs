@@ -41,6 +41,8 @@ pub struct Generator<'a, B: Backend> {
     prefill_chunk: usize,
     /// Length of the current prompt: positions below it are prompt rows.
     prompt_len: usize,
+    /// Whether greedy decode steps are queued one ahead (HEARTH_ASYNC_DECODE=0: not).
+    run_ahead: bool,
 }
 
 impl<'a, B: Backend> Generator<'a, B> {
@@ -73,12 +75,20 @@ impl<'a, B: Backend> Generator<'a, B> {
             max_len,
             prefill_chunk: 512,
             prompt_len: 0,
+            run_ahead: std::env::var("HEARTH_ASYNC_DECODE").map_or(true, |v| v != "0"),
         })
     }
 
     /// Prefill at most `n` tokens per forward pass (chunked prefill over a cached prefix).
     pub fn with_prefill_chunk(mut self, n: usize) -> Self {
         self.prefill_chunk = n.max(1);
+        self
+    }
+
+    /// Whether greedy decode steps are queued one ahead of the token being read (the default,
+    /// unless HEARTH_ASYNC_DECODE=0); the tokens are the same either way.
+    pub fn with_run_ahead(mut self, on: bool) -> Self {
+        self.run_ahead = on;
         self
     }
 
@@ -90,12 +100,13 @@ impl<'a, B: Backend> Generator<'a, B> {
         self.step_rows(tokens, start, vec![tokens.len() - 1])
     }
 
-    /// One decode step of `tok` at `pos` that takes the greedy token on the device, as the
-    /// engine does: no logits row comes back to the host.
-    fn step_greedy(&mut self, tok: u32, pos: usize) -> u32 {
-        let batch = self.batch(&[tok], pos, vec![0]);
+    /// Queues the decode step at `pos` that takes the greedy token on the device, as the engine
+    /// does (no logits row comes back to the host). Its input is `tok`, or with None the last
+    /// queued step's token, where it was computed.
+    fn queue_greedy(&mut self, tok: Option<u32>, pos: usize) -> B::Ids {
+        let batch = self.batch(&[tok.unwrap_or(0)], pos, vec![0]);
         let (backend, model, kv) = (self.backend, self.model, &mut self.kv);
-        backend.install(|| model.forward_greedy(backend, &batch, kv))[0]
+        backend.install(|| model.forward_greedy_deferred(backend, &batch, kv, tok.is_none()))
     }
 
     fn step_rows(&mut self, tokens: &[u32], start: usize, logits_rows: Vec<usize>) -> Vec<f32> {
@@ -178,6 +189,10 @@ impl<'a, B: Backend> Generator<'a, B> {
         // with the same tie rule), as the engine does; other settings sample the logits here.
         let greedy = params.temperature <= 0.0 || params.top_k == 1;
         let mut tok = sample(&logits, params, &mut rng);
+        // Greedy steps run one ahead: the step after the one being read is queued first, fed
+        // its token on the device, so the device does not idle while the host reads a token,
+        // reports it and queues the next step. A stop wastes the step queued ahead.
+        let mut ahead: Option<B::Ids> = None;
         for pos in prompt.len()..prompt.len() + max_tokens {
             stats.generated_tokens += 1;
             if !on_token(tok) || stop_ids.contains(&tok) {
@@ -187,11 +202,19 @@ impl<'a, B: Backend> Generator<'a, B> {
             if pos + 1 >= self.max_len || stats.generated_tokens == max_tokens {
                 break;
             }
-            tok = if greedy {
-                self.step_greedy(tok, pos)
-            } else {
-                sample(&self.step(&[tok], pos), params, &mut rng)
+            if !greedy {
+                tok = sample(&self.step(&[tok], pos), params, &mut rng);
+                continue;
+            }
+            let this = match ahead.take() {
+                Some(ids) => ids,
+                None => self.queue_greedy(Some(tok), pos),
             };
+            // The step at pos + 1 is needed unless this step's token stops the sequence.
+            if self.run_ahead && pos + 2 < self.max_len && stats.generated_tokens + 1 < max_tokens {
+                ahead = Some(self.queue_greedy(None, pos + 1));
+            }
+            tok = self.backend.read_ids(this)[0];
         }
         stats.decode = t1.elapsed();
         Ok((finish, stats))

@@ -119,19 +119,33 @@ fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
             );
         }
 
-        let mut gen = Generator::new(backend, model.as_ref(), 128).unwrap();
-        let mut out = Vec::new();
-        gen.generate(
-            &case.prompt,
-            case.greedy.len(),
-            &SamplingParams::default(),
-            &[],
-            |t| {
-                out.push(t);
-                true
-            },
-        )
-        .unwrap();
+        let greedy = |run_ahead: bool, max_len: usize, stops: &[u32]| {
+            let mut gen = Generator::new(backend, model.as_ref(), max_len)
+                .unwrap()
+                .with_run_ahead(run_ahead);
+            let mut out = Vec::new();
+            let params = SamplingParams::default();
+            let (finish, _) = gen
+                .generate(&case.prompt, case.greedy.len(), &params, stops, |t| {
+                    out.push(t);
+                    true
+                })
+                .unwrap();
+            (out, finish)
+        };
+        let (out, _) = greedy(true, 128, &[]);
+        // Steps queued one ahead of the token they consume (fed it on the device) give the
+        // tokens of steps run one at a time, also where a stop id or the cache length ends the
+        // sequence early and the step queued ahead is thrown away.
+        let stop = [out[3]];
+        let short = case.prompt.len() + 4;
+        for (max_len, stops) in [(128, &[][..]), (128, &stop[..]), (short, &[][..])] {
+            assert_eq!(
+                greedy(true, max_len, stops),
+                greedy(false, max_len, stops),
+                "{arch}: greedy queued ahead vs step by step (max_len {max_len}, stops {stops:?})"
+            );
+        }
         if tolerance > CPU_TOLERANCE {
             let same = out
                 .iter()

@@ -109,6 +109,8 @@ impl CpuKvCache {
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
+    /// The last `argmax_deferred`'s ids, the tokens of a step begun by `begin_fed_step`.
+    last_ids: std::sync::Mutex<Vec<u32>>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -137,7 +139,11 @@ impl CpuBackend {
                 backend: "cpu",
                 what: format!("a pool of {threads} threads: {e}"),
             })?;
-        Ok(CpuBackend { pool, threads })
+        Ok(CpuBackend {
+            pool,
+            threads,
+            last_ids: Default::default(),
+        })
     }
 
     pub fn threads(&self) -> usize {
@@ -158,6 +164,8 @@ impl Backend for CpuBackend {
     type Buf = Vec<f32>;
     type KvCache = CpuKvCache;
     type Step = ForwardBatch;
+    /// Computed at once: the host is where they are.
+    type Ids = Vec<u32>;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -246,6 +254,33 @@ impl Backend for CpuBackend {
 
     fn begin_step(&self, batch: &ForwardBatch) -> ForwardBatch {
         batch.clone()
+    }
+
+    fn begin_fed_step(&self, batch: &ForwardBatch) -> ForwardBatch {
+        let last = self.last_ids.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            last.len() >= batch.tokens.len(),
+            "a fed step of {} rows after greedy ids of {}",
+            batch.tokens.len(),
+            last.len()
+        );
+        let mut step = batch.clone();
+        let n = step.tokens.len();
+        step.tokens.copy_from_slice(&last[..n]);
+        step
+    }
+
+    fn argmax_deferred(&self, x: &Vec<f32>, cols: usize) -> Vec<u32> {
+        let ids: Vec<u32> = x
+            .chunks_exact(cols.max(1))
+            .map(crate::ops::argmax)
+            .collect();
+        ids.clone_into(&mut self.last_ids.lock().unwrap_or_else(|p| p.into_inner()));
+        ids
+    }
+
+    fn read_ids(&self, ids: Vec<u32>) -> Vec<u32> {
+        ids
     }
 
     fn buf(&self, len: usize) -> Vec<f32> {

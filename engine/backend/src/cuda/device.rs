@@ -69,6 +69,7 @@ impl CudaBackend {
             mla_parts: None,
             uploader: None,
             graphs: DecodeGraphs::default(),
+            ids: Default::default(),
             moves: 0,
         };
         let profile = (std::env::var("HEARTH_CUDA_PROFILE").as_deref() == Ok("1"))

@@ -18,6 +18,7 @@ mod buffers;
 mod device;
 mod gemm;
 mod graph;
+mod ids;
 mod kernels;
 mod linear;
 mod moe;
@@ -70,6 +71,8 @@ struct State {
     /// MLA's per-row kernel's split partials.
     mla_parts: Option<(CudaSlice<u8>, u64)>,
     graphs: DecodeGraphs,
+    /// Greedy ids on their way to the host.
+    ids: ids::IdSlots,
     /// Bumped when a fixed buffer a graph may have captured moves (scratch, split buffer,
     /// graph staging) or a new KV cache is allocated; with the arena's moves, the graphs' epoch.
     moves: u64,
@@ -140,6 +143,65 @@ impl CudaBackend {
         self.check("decode graph", r);
     }
 
+    /// `begin_step`, or with `fed` `begin_fed_step`.
+    fn begin(&self, batch: &ForwardBatch, fed: bool) -> CudaStep {
+        // A step that never read its results back (a panic mid-forward) ends its graph here.
+        self.flush_graph();
+        let mut st = self.state();
+        self.check("arena reset", st.arena.reset());
+        self.check(
+            "bind context",
+            self.ctx.bind_to_thread().map_err(Into::into),
+        );
+        let size = self.graph_size(batch);
+        let (step, moved) = st
+            .step
+            .stage(&self.stream, batch, size.is_some())
+            .unwrap_or_else(|e| panic!("CUDA step metadata upload: {e}"));
+        st.moves += u64::from(moved);
+        if fed {
+            // Queued after the metadata upload and before the capture below begins: a graph
+            // does not hold this copy, whose source is wherever the last ids went.
+            let (src, rows) = st.ids.last().expect("a fed step follows argmax_deferred");
+            assert!(
+                rows >= step.n_tokens,
+                "a fed step of {} rows after greedy ids of {rows}",
+                step.n_tokens
+            );
+            // SAFETY: both are device buffers of at least n_tokens u32 (the last ids' slot, the
+            // step's token section); the copy runs in stream order.
+            let r = unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    step.tokens,
+                    src,
+                    4 * step.n_tokens,
+                    self.stream.cu_stream(),
+                )
+            };
+            self.check("feeding the last greedy ids", r.map_err(Into::into));
+        }
+        if let Some(n) = size {
+            let epoch = st.epoch();
+            let long = n == 1 && attention::long_row(&step);
+            let mode = st.graphs.begin(&self.stream, (n, long), epoch);
+            let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
+            self.kernels.skip.store(
+                matches!(mode, Mode::Replay(_)),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            self.kernels.capturing.store(
+                matches!(mode, Mode::Capture(_)),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            // The weight ring runs one-row decodes: recorded into the graph of size 1.
+            let r = self
+                .kernels
+                .ring_record(matches!(mode, Mode::Capture((1, _))));
+            self.check("decode ring", r);
+        }
+        step
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -190,18 +252,6 @@ impl CudaBackend {
         .and_then(|_| self.synchronize());
         self.check("copy to device", r);
         b
-    }
-
-    /// Greedy sampling on the device: the argmax of each row of `logits` (`vocab` wide).
-    pub fn argmax(&self, logits: &CudaBuf, vocab: usize) -> Result<Vec<u32>, BackendError> {
-        self.flush_graph();
-        let rows = logits.len / vocab;
-        let mut ids = self.alloc_buf(rows);
-        ids.len = rows;
-        self.kernels.argmax_rows(logits.ptr, ids.ptr, rows, vocab)?;
-        let mut host = vec![0u32; rows];
-        self.copy_to_host(ids.ptr, &mut host)?;
-        Ok(host)
     }
 
     fn copy_to_host<T: cudarc::driver::DeviceRepr>(
@@ -263,6 +313,7 @@ impl Backend for CudaBackend {
     type Buf = CudaBuf;
     type KvCache = CudaKvCache;
     type Step = CudaStep;
+    type Ids = ids::CudaIds;
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -327,40 +378,11 @@ impl Backend for CudaBackend {
     }
 
     fn begin_step(&self, batch: &ForwardBatch) -> CudaStep {
-        // A step that never read its results back (a panic mid-forward) ends its graph here.
-        self.flush_graph();
-        let mut st = self.state();
-        self.check("arena reset", st.arena.reset());
-        self.check(
-            "bind context",
-            self.ctx.bind_to_thread().map_err(Into::into),
-        );
-        let size = self.graph_size(batch);
-        let (step, moved) = st
-            .step
-            .stage(&self.stream, batch, size.is_some())
-            .unwrap_or_else(|e| panic!("CUDA step metadata upload: {e}"));
-        st.moves += u64::from(moved);
-        if let Some(n) = size {
-            let epoch = st.epoch();
-            let long = n == 1 && attention::long_row(&step);
-            let mode = st.graphs.begin(&self.stream, (n, long), epoch);
-            let mode = mode.unwrap_or_else(|e| panic!("CUDA decode graph of {n} rows: {e}"));
-            self.kernels.skip.store(
-                matches!(mode, Mode::Replay(_)),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            self.kernels.capturing.store(
-                matches!(mode, Mode::Capture(_)),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            // The weight ring runs one-row decodes: recorded into the graph of size 1.
-            let r = self
-                .kernels
-                .ring_record(matches!(mode, Mode::Capture((1, _))));
-            self.check("decode ring", r);
-        }
-        step
+        self.begin(batch, false)
+    }
+
+    fn begin_fed_step(&self, batch: &ForwardBatch) -> CudaStep {
+        self.begin(batch, true)
     }
 
     fn enable_decode_graphs(&self) -> &'static [usize] {
@@ -632,15 +654,29 @@ impl Backend for CudaBackend {
         true
     }
 
-    fn argmax_rows(&self, x: &CudaBuf, cols: usize) -> Vec<u32> {
+    fn argmax_deferred(&self, x: &CudaBuf, cols: usize) -> ids::CudaIds {
+        self.flush_graph();
         let t0 = self.prof_begin();
-        match self.argmax(x, cols) {
+        let rows = x.len / cols.max(1);
+        let mut st = self.state();
+        let ids = st.ids.write(&self.ctx, &self.stream, rows, |dev| {
+            self.kernels.argmax_rows(x.ptr, dev, rows, cols)
+        });
+        drop(st);
+        match ids {
             Ok(ids) => {
                 self.finish("argmax", t0, Ok(()));
                 ids
             }
             Err(e) => panic!("CUDA argmax: {e}"),
         }
+    }
+
+    fn read_ids(&self, ids: ids::CudaIds) -> Vec<u32> {
+        self.state()
+            .ids
+            .read(ids)
+            .unwrap_or_else(|e| panic!("CUDA greedy ids: {e}"))
     }
 
     fn moe(

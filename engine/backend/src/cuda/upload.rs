@@ -18,13 +18,13 @@ const STAGE_BYTES: usize = 64 << 20;
 const COPY_PIECE: usize = 1 << 20;
 
 /// A page-locked host buffer, freed on drop.
-struct Pinned {
-    ptr: *mut u8,
-    len: usize,
+pub(super) struct Pinned {
+    pub(super) ptr: *mut u8,
+    pub(super) len: usize,
 }
 
 impl Pinned {
-    fn new(len: usize) -> Result<Self, BackendError> {
+    pub(super) fn new(len: usize) -> Result<Self, BackendError> {
         // SAFETY: a plain allocation of `len` bytes; freed once, in drop.
         let ptr = unsafe { result::malloc_host(len, 0) }? as *mut u8;
         Ok(Pinned { ptr, len })
@@ -33,7 +33,7 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        // SAFETY: allocated by malloc_host in new; the uploader waits for its copies first.
+        // SAFETY: allocated by malloc_host in new; its owners wait for their copies first.
         unsafe {
             let _ = result::free_host(self.ptr as *mut c_void);
         }
