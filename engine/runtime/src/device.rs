@@ -237,6 +237,7 @@ where
             enable_prefix_caching: req.enable_prefix_caching,
             enable_chunked_prefill: req.enable_chunked_prefill,
             kv_dtype: req.kv_dtype,
+            run_ahead: crate::engine::run_ahead_from_env(),
         })
     }
 

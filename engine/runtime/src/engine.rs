@@ -20,13 +20,29 @@ use crate::request::{EngineOutput, FinishReason, RequestId, RequestMetrics, Vali
 use crate::sampler::{apply_penalties, logprobs, sample, PenaltyState, Rng};
 use crate::stats::EngineStats;
 use crate::RuntimeError;
-use hearth_models::CausalLm;
+use hearth_models::{CausalLm, ForwardBatch};
 
 /// A sequence's next token: already picked on the backend (plain greedy), or to be sampled
 /// from its logits row.
 enum NextToken<'a> {
     Picked(u32),
     FromLogits(&'a mut [f32]),
+}
+
+/// What a step's forward pass left: greedy ids still on their way from the backend, tokens
+/// sampled there, or logits rows for the host to sample.
+enum StepResult<B: Backend> {
+    Queued(B::Ids),
+    Picked(Vec<u32>),
+    Logits(Vec<f32>),
+}
+
+/// A greedy decode step queued behind the one before it (fed that step's tokens on the
+/// device), with what its results need.
+struct Ahead<B: Backend> {
+    out: SchedulerOutput,
+    sampled_ids: Vec<SeqId>,
+    ids: B::Ids,
 }
 
 /// Most parallel samples per request (sequence ids reserve 8 bits for the sample index).
@@ -65,6 +81,15 @@ pub struct EngineConfig {
     pub enable_chunked_prefill: bool,
     /// KV cache element type (a backend without the choice keeps its own).
     pub kv_dtype: hearth_backend::KvDtype,
+    /// Whether a greedy decode step may be queued before the tokens of the step before it are
+    /// read (fed them on the device; vLLM's async scheduling). The tokens are the same.
+    pub run_ahead: bool,
+}
+
+/// The default of `EngineConfig::run_ahead` and of `Generator`'s: on unless
+/// HEARTH_ASYNC_DECODE=0 (to compare).
+pub(crate) fn run_ahead_from_env() -> bool {
+    std::env::var("HEARTH_ASYNC_DECODE").map_or(true, |v| v != "0")
 }
 
 enum Command {
@@ -262,6 +287,8 @@ impl EngineHandle {
             prefix_caching: cfg.enable_prefix_caching,
             parked: HashMap::new(),
             trace: crate::step_trace::StepTrace::from_env(),
+            run_ahead: cfg.run_ahead,
+            ahead: None,
         };
         let thread = std::thread::Builder::new()
             .name("hearth-engine-core".into())
@@ -387,6 +414,10 @@ struct Core<B: Backend> {
     /// share its prompt blocks instead of each computing them in the same step.
     parked: HashMap<RequestId, Vec<NewSeq>>,
     trace: crate::step_trace::StepTrace,
+    /// Whether greedy decode steps may be queued one ahead (`EngineConfig::run_ahead`).
+    run_ahead: bool,
+    /// The step queued ahead, whose results the next `step` reads.
+    ahead: Option<Ahead<B>>,
 }
 
 /// vLLM's periodic stats line, every `STATS_EVERY` while busy.
@@ -529,65 +560,36 @@ impl<B: Backend> Core<B> {
     /// One step; false when nothing could be scheduled.
     fn step(&mut self) -> bool {
         let mut marks = self.trace.start();
-        let out: SchedulerOutput = self.sched.schedule();
-        if out.is_empty() {
-            return false;
-        }
-        let now = Instant::now();
-        for s in &out.seqs {
-            if let Some(st) = self.seqs.get_mut(&s.id) {
-                st.first_scheduled.get_or_insert(now);
-                st.cached_tokens.get_or_insert(s.start);
-                let prompt_rows = st.prompt_len.saturating_sub(s.start).min(s.tokens.len());
-                self.stats.prompt_tokens += prompt_rows as u64;
+        let (out, sampled_ids, result) = match self.ahead.take() {
+            // Queued behind the last step, fed its tokens on the device.
+            Some(a) => (a.out, a.sampled_ids, StepResult::Queued(a.ids)),
+            None => {
+                let out: SchedulerOutput = self.sched.schedule();
+                if out.is_empty() {
+                    return false;
+                }
+                self.note_scheduled(&out);
+                let (batch, sampled_ids) = self.build(&out);
+                if let Some(m) = marks.as_mut() {
+                    m.batch_built();
+                }
+                let result = self.launch(&batch, &sampled_ids);
+                (out, sampled_ids, result)
             }
+        };
+        // A greedy decode step whose sequences all go on (as far as the host can tell before
+        // reading its tokens) has the step after it queued first, so the device does not wait
+        // while the host reads, sends and schedules.
+        let ahead =
+            matches!(result, StepResult::Queued(_)) && self.may_run_ahead(&out, &sampled_ids);
+        if ahead {
+            self.queue_ahead(&out, &sampled_ids);
         }
-        let seqs = &self.seqs;
-        let (mut batch, sampled_ids) = crate::runner::build_batch(&out, self.block_size, |id| {
-            seqs.get(&id).map_or(usize::MAX, |s| s.prompt_len)
-        });
         let EngineParts { backend, model, .. } = &self.parts;
-        // Decode steps run at the backend's graph sizes; padding rows come last and are ignored.
-        batch.pad_decode(self.decode_sizes);
-        let kv = &mut self.kv;
-        if let Some(m) = marks.as_mut() {
-            m.batch_built();
-        }
-        // When every sampled sequence is plain greedy, the backend picks the tokens where the
-        // logits are (on a GPU only the ids come back), else the host samples from the rows.
-        let greedy = sampled_ids.iter().all(|id| {
-            seqs.get(id).is_some_and(|s| {
-                s.guide.is_none() && s.params.is_plain_greedy(s.penalties.generated)
-            })
-        });
-        // Without logprobs, penalties or a grammar, a GPU backend samples where the logits are.
-        let on_device = !greedy
-            && backend.samples_on_device()
-            && sampled_ids.iter().all(|id| {
-                seqs.get(id).is_some_and(|s| {
-                    s.guide.is_none() && s.params.is_plain_sampling(s.penalties.generated)
-                })
-            });
-        let (mut logits, ids) = if greedy {
-            let ids = backend.install(|| model.forward_greedy(backend, &batch, kv));
-            (Vec::new(), ids)
-        } else if on_device {
-            let mut rows: Vec<SampleRow> = sampled_ids
-                .iter()
-                .map(|id| {
-                    let s = self.seqs.get_mut(id).expect("sampled sequences are live");
-                    s.params.sample_row(s.rng.next_f32())
-                })
-                .collect();
-            // Padding rows of a decode step are sampled greedily and ignored.
-            rows.resize(batch.logits_rows.len(), SampleRow::GREEDY);
-            let ids = backend.install(|| model.forward_sample(backend, &batch, kv, &rows));
-            (Vec::new(), ids)
-        } else {
-            (
-                backend.install(|| model.forward(backend, &batch, kv)),
-                Vec::new(),
-            )
+        let (mut logits, ids) = match result {
+            StepResult::Queued(ids) => (Vec::new(), Some(backend.read_ids(ids))),
+            StepResult::Picked(ids) => (Vec::new(), Some(ids)),
+            StepResult::Logits(logits) => (logits, None),
         };
         if let Some(m) = marks.as_mut() {
             m.forward_done();
@@ -596,10 +598,9 @@ impl<B: Backend> Core<B> {
         let mut sampled = Vec::with_capacity(sampled_ids.len());
         let mut finished = Vec::new();
         for (i, id) in sampled_ids.iter().enumerate() {
-            let next = if greedy || on_device {
-                NextToken::Picked(ids[i])
-            } else {
-                NextToken::FromLogits(&mut logits[i * vocab..(i + 1) * vocab])
+            let next = match &ids {
+                Some(ids) => NextToken::Picked(ids[i]),
+                None => NextToken::FromLogits(&mut logits[i * vocab..(i + 1) * vocab]),
             };
             if let Some((tok, finish)) = self.sample_one(*id, next) {
                 sampled.push((*id, tok));
@@ -610,7 +611,17 @@ impl<B: Backend> Core<B> {
                 finished.push(*id);
             }
         }
-        self.sched.update(&out, &sampled, &finished);
+        if ahead {
+            // The scheduler took this step's results with placeholder tokens to plan the next.
+            for &(id, tok) in &sampled {
+                self.sched.set_last_token(id, tok);
+            }
+            for &id in &finished {
+                self.sched.abort(id);
+            }
+        } else {
+            self.sched.update(&out, &sampled, &finished);
+        }
         // Sample 0 of a request has computed (and cached) the prompt: admit its siblings.
         for id in &sampled_ids {
             if id & 0xFF == 0 && self.parked.contains_key(&(id >> 8)) {
@@ -626,6 +637,120 @@ impl<B: Backend> Core<B> {
         }
         self.trace.end(marks, out.num_tokens);
         true
+    }
+
+    /// Counts a step's prompt rows and stamps its sequences' first scheduling.
+    fn note_scheduled(&mut self, out: &SchedulerOutput) {
+        let now = Instant::now();
+        for s in &out.seqs {
+            if let Some(st) = self.seqs.get_mut(&s.id) {
+                st.first_scheduled.get_or_insert(now);
+                st.cached_tokens.get_or_insert(s.start);
+                let prompt_rows = st.prompt_len.saturating_sub(s.start).min(s.tokens.len());
+                self.stats.prompt_tokens += prompt_rows as u64;
+            }
+        }
+    }
+
+    /// The step's batch (decode steps padded to the backend's graph sizes; padding rows come
+    /// last and are ignored) and the sequences it samples, in logits-row order.
+    fn build(&self, out: &SchedulerOutput) -> (ForwardBatch, Vec<SeqId>) {
+        let seqs = &self.seqs;
+        let (mut batch, sampled_ids) = crate::runner::build_batch(out, self.block_size, |id| {
+            seqs.get(&id).map_or(usize::MAX, |s| s.prompt_len)
+        });
+        batch.pad_decode(self.decode_sizes);
+        (batch, sampled_ids)
+    }
+
+    /// Runs the step's forward pass: when every sampled sequence is plain greedy, the backend
+    /// picks the tokens where the logits are (queued: on a GPU only the ids come back, later);
+    /// without logprobs, penalties or a grammar a GPU backend samples there; else the host
+    /// samples from the logits rows.
+    fn launch(&mut self, batch: &ForwardBatch, sampled_ids: &[SeqId]) -> StepResult<B> {
+        let EngineParts { backend, model, .. } = &self.parts;
+        let kv = &mut self.kv;
+        let seqs = &mut self.seqs;
+        let greedy = sampled_ids.iter().all(|id| {
+            seqs.get(id).is_some_and(|s| {
+                s.guide.is_none() && s.params.is_plain_greedy(s.penalties.generated)
+            })
+        });
+        if greedy {
+            return StepResult::Queued(
+                backend.install(|| model.forward_greedy_deferred(backend, batch, kv, false)),
+            );
+        }
+        let on_device = backend.samples_on_device()
+            && sampled_ids.iter().all(|id| {
+                seqs.get(id).is_some_and(|s| {
+                    s.guide.is_none() && s.params.is_plain_sampling(s.penalties.generated)
+                })
+            });
+        if !on_device {
+            return StepResult::Logits(backend.install(|| model.forward(backend, batch, kv)));
+        }
+        let mut rows: Vec<SampleRow> = sampled_ids
+            .iter()
+            .map(|id| {
+                let s = seqs.get_mut(id).expect("sampled sequences are live");
+                s.params.sample_row(s.rng.next_f32())
+            })
+            .collect();
+        // Padding rows of a decode step are sampled greedily and ignored.
+        rows.resize(batch.logits_rows.len(), SampleRow::GREEDY);
+        StepResult::Picked(backend.install(|| model.forward_sample(backend, batch, kv, &rows)))
+    }
+
+    /// Whether the step after `out` (a queued greedy step) can be planned and queued before
+    /// its tokens are read: every running sequence is in it as one sampled decode row, stays
+    /// plain greedy and cannot end by length at it; nothing waits to be admitted; blocks are
+    /// free for every row. Then the next step is the same sequences, one token further.
+    fn may_run_ahead(&self, out: &SchedulerOutput, sampled_ids: &[SeqId]) -> bool {
+        let sched = self.sched.stats();
+        self.run_ahead
+            && out.preempted.is_empty()
+            && out.seqs.iter().all(|s| s.tokens.len() == 1 && s.sample)
+            && sampled_ids.len() == out.seqs.len()
+            && sched.running == out.seqs.len()
+            && sched.waiting == 0
+            && self.parked.is_empty()
+            && sched.total_blocks - sched.used_blocks >= out.seqs.len()
+            && sampled_ids.iter().all(|id| {
+                self.seqs.get(id).is_some_and(|s| {
+                    let generated = s.penalties.generated + 1;
+                    generated < s.max_tokens
+                        && s.prompt_len + generated < self.max_model_len
+                        && s.params.is_plain_greedy(generated)
+                })
+            })
+    }
+
+    /// Plans the step after `out` with placeholder tokens and queues it, fed `out`'s tokens
+    /// on the device (row i takes row i's token: the same sequences in the same order).
+    fn queue_ahead(&mut self, out: &SchedulerOutput, sampled_ids: &[SeqId]) {
+        let placeholders: Vec<(SeqId, u32)> = sampled_ids.iter().map(|&id| (id, 0)).collect();
+        self.sched.update(out, &placeholders, &[]);
+        let next = self.sched.schedule();
+        assert!(
+            next.preempted.is_empty()
+                && next
+                    .seqs
+                    .iter()
+                    .map(|s| s.id)
+                    .eq(sampled_ids.iter().copied())
+                && next.seqs.iter().all(|s| s.tokens.len() == 1 && s.sample),
+            "engine: the step queued ahead must be the same sequences, one token further"
+        );
+        let (batch, next_sampled) = self.build(&next);
+        let EngineParts { backend, model, .. } = &self.parts;
+        let kv = &mut self.kv;
+        let ids = backend.install(|| model.forward_greedy_deferred(backend, &batch, kv, true));
+        self.ahead = Some(Ahead {
+            out: next,
+            sampled_ids: next_sampled,
+            ids,
+        });
     }
 
     fn log_stats(&mut self) {

@@ -75,7 +75,7 @@ impl<'a, B: Backend> Generator<'a, B> {
             max_len,
             prefill_chunk: 512,
             prompt_len: 0,
-            run_ahead: std::env::var("HEARTH_ASYNC_DECODE").map_or(true, |v| v != "0"),
+            run_ahead: crate::engine::run_ahead_from_env(),
         })
     }
 

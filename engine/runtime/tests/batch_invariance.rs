@@ -19,6 +19,7 @@ fn roomy() -> EngineConfig {
         enable_prefix_caching: false,
         enable_chunked_prefill: true,
         kv_dtype: Default::default(),
+        run_ahead: true,
     }
 }
 
@@ -109,9 +110,28 @@ fn check(parts: Parts, vocab: u32, max_tokens: usize) {
         })
         .collect();
     assert!(alone.iter().all(|o| o.len() == max_tokens));
+    // Greedy decode steps queued ahead of the tokens they consume, or one at a time.
+    let step_by_step = EngineConfig {
+        run_ahead: false,
+        ..roomy()
+    };
+    let (stepwise, _) = run(&parts, step_by_step.clone(), &ps, max_tokens);
+    for (i, p) in ps.iter().enumerate() {
+        let (one, _) = run(
+            &parts,
+            step_by_step.clone(),
+            std::slice::from_ref(p),
+            max_tokens,
+        );
+        assert_eq!(
+            one[0], alone[i],
+            "prompt {i} alone: queued ahead vs step by step"
+        );
+    }
 
     let (together, _) = run(&parts, roomy(), &ps, max_tokens);
     assert_eq!(together, alone, "together vs alone");
+    assert_eq!(stepwise, alone, "together step by step vs alone");
 
     // 16 blocks of 4 tokens: the 8 sequences need far more, so some are preempted and recomputed.
     let small_pool = EngineConfig {

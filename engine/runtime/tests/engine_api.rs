@@ -30,6 +30,7 @@ fn engine(num_blocks: usize) -> EngineHandle {
         enable_prefix_caching: true,
         enable_chunked_prefill: true,
         kv_dtype: Default::default(),
+        run_ahead: true,
     };
     EngineHandle::start(parts, cfg).unwrap()
 }
@@ -106,6 +107,31 @@ fn stop_tokens_min_tokens_and_max_tokens() {
     let last = outs.last().unwrap();
     assert!(last.finish == Some(FinishReason::Length) || last.token == 7);
     e.shutdown();
+}
+
+/// Blocks completed by generated tokens are cached under those tokens, also when the engine
+/// planned the step ahead with a placeholder in their place: a prompt that continues a greedy
+/// output finds them, and its own output is what an engine without the cache gives.
+#[test]
+fn generated_blocks_are_cached_under_their_real_tokens() {
+    let greedy = |e: &EngineHandle, prompt: Vec<u32>, n: usize| {
+        let mut r = ValidRequest::new(prompt, n);
+        r.params.ignore_eos = true;
+        let outs = collect(e, r);
+        let cached = outs.last().unwrap().metrics.unwrap().cached_tokens;
+        (outs.iter().map(|o| o.token).collect::<Vec<u32>>(), cached)
+    };
+    let e = engine(64);
+    let (first, _) = greedy(&e, vec![3, 1, 4, 1, 5], 20);
+    // 5 prompt + 15 generated = 20 tokens, 5 blocks of 4, 4 of them completed by generation.
+    let mut next = vec![3, 1, 4, 1, 5];
+    next.extend_from_slice(&first[..15]);
+    let (with_cache, cached) = greedy(&e, next.clone(), 8);
+    assert!(cached >= 16, "{cached} tokens found cached, 16 expected");
+    e.shutdown();
+    let fresh = engine(64);
+    assert_eq!(greedy(&fresh, next, 8).0, with_cache);
+    fresh.shutdown();
 }
 
 #[test]

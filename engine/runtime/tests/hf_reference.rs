@@ -22,7 +22,9 @@
 use std::path::PathBuf;
 
 use hearth_backend::{Backend, CpuBackend};
-use hearth_runtime::{Generator, SamplingParams};
+use hearth_runtime::{
+    EngineConfig, EngineHandle, EngineParts, Generator, SamplingParams, ValidRequest,
+};
 use serde::Deserialize;
 
 const CPU_TOLERANCE: f32 = 1e-4;
@@ -167,12 +169,90 @@ fn check<B: Backend + 'static>(backend: &B, arch: &str, tolerance: f32) {
     }
 }
 
+/// The engine (continuous batching, decode steps padded to the backend's graph sizes, greedy
+/// steps queued ahead of the tokens they consume or one at a time) gives three concurrent
+/// prompts the greedy tokens `Generator` gives each alone. The prompts are two tokens long, so
+/// every step has at most 8 rows, where a row's arithmetic does not depend on its batch.
+fn engine_matches_generate<B: Backend + 'static>(make: impl Fn() -> B, arch: &str)
+where
+    B::KvCache: 'static,
+{
+    let dir = fixture(arch);
+    let reference: Reference =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let prompts: Vec<Vec<u32>> = reference
+        .cases
+        .iter()
+        .map(|c| c.prompt[..2].to_vec())
+        .collect();
+    let n = 16;
+    let load = |backend: &B| {
+        let src = hearth_models::open(&dir).unwrap();
+        hearth_models::load_model(backend, src.as_ref()).unwrap()
+    };
+    let backend = make();
+    let model = load(&backend);
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| {
+            let mut gen = Generator::new(&backend, model.as_ref(), 128).unwrap();
+            let mut out = Vec::new();
+            gen.generate(p, n, &SamplingParams::default(), &[], |t| {
+                out.push(t);
+                true
+            })
+            .unwrap();
+            out
+        })
+        .collect();
+    for run_ahead in [true, false] {
+        let backend = make();
+        let model = load(&backend);
+        let parts = EngineParts {
+            backend,
+            model,
+            max_model_len: 128,
+            eos_ids: Vec::new(),
+        };
+        let cfg = EngineConfig {
+            max_num_seqs: 8,
+            max_num_batched_tokens: 256,
+            block_size: 16,
+            num_blocks: 64,
+            enable_prefix_caching: true,
+            enable_chunked_prefill: true,
+            kv_dtype: Default::default(),
+            run_ahead,
+        };
+        let engine = EngineHandle::start(parts, cfg).unwrap();
+        let mut streams: Vec<_> = prompts
+            .iter()
+            .map(|p| engine.submit(ValidRequest::new(p.clone(), n)).unwrap())
+            .collect();
+        let outs: Vec<Vec<u32>> = streams
+            .iter_mut()
+            .map(|s| {
+                std::iter::from_fn(|| s.blocking_next())
+                    .map(|o| o.token)
+                    .collect()
+            })
+            .collect();
+        engine.shutdown();
+        assert_eq!(
+            outs, alone,
+            "{arch}: engine (run ahead: {run_ahead}) vs generate"
+        );
+    }
+}
+
 fn is_moe(architecture: &str) -> bool {
     ["Moe", "Deepseek"].iter().any(|m| architecture.contains(m))
 }
 
 fn cpu(arch: &str) {
     check(&CpuBackend::new(2).unwrap(), arch, CPU_TOLERANCE);
+    engine_matches_generate(|| CpuBackend::new(2).unwrap(), arch);
 }
 
 /// The CUDA run of the same body: only with the feature, and only where HEARTH_TEST_CUDA=1 says
@@ -185,6 +265,8 @@ fn cuda(arch: &str) {
     }
     let backend = hearth_backend::CudaBackend::new(0).unwrap();
     check(&backend, arch, CUDA_TOLERANCE);
+    drop(backend);
+    engine_matches_generate(|| hearth_backend::CudaBackend::new(0).unwrap(), arch);
 }
 
 macro_rules! on_every_backend {

@@ -106,6 +106,17 @@ impl Sequence {
     }
 
     /// Back to waiting with nothing computed; tokens are kept and recomputed later.
+    /// Replaces the last token: a placeholder appended before the token was known (a step
+    /// planned ahead). A block the placeholder completed is hashed again.
+    pub(crate) fn set_last(&mut self, token: u32) {
+        let n = self.tokens.len();
+        self.tokens[n - 1] = token;
+        if n.is_multiple_of(self.block_size) && self.block_hashes.len() == n / self.block_size {
+            self.block_hashes.pop();
+            self.hash_new_full_blocks();
+        }
+    }
+
     pub(crate) fn reset_for_recompute(&mut self) {
         self.num_computed = 0;
         self.status = SeqStatus::Waiting;

@@ -248,6 +248,16 @@ impl Scheduler {
         }
     }
 
+    /// Replaces a sequence's last token, appended by `update` as a placeholder so that the
+    /// next step could be planned before the token was known. Its KV must not be computed yet
+    /// (the step that computes it has not been `update`d), so no cached block holds it.
+    pub fn set_last_token(&mut self, id: SeqId, token: u32) {
+        if let Some(seq) = self.seqs.get_mut(&id) {
+            debug_assert_eq!(seq.num_computed + 1, seq.num_tokens(), "a pending token");
+            seq.set_last(token);
+        }
+    }
+
     pub fn stats(&self) -> SchedStats {
         SchedStats {
             running: self.running.len(),
