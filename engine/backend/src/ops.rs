@@ -617,12 +617,17 @@ pub trait Backend: Send + Sync {
     /// Samples a token from each `cols`-long row of `x` under `rows[i]` (see `sample`): where
     /// the backend can, without copying whole rows to the host.
     fn sample_rows(&self, x: &Self::Buf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
-        self.to_host(x)
-            .chunks_exact(cols.max(1))
-            .zip(rows)
-            .map(|(r, p)| crate::sample::sample_row(r, p))
-            .collect()
+        let ids = self.sample_rows_deferred(x, cols, rows);
+        self.read_ids(ids)
     }
+    /// `sample_rows` without waiting for the result, as `argmax_deferred` (and sharing its
+    /// slots: a step begun by `begin_fed_step` takes the last of either's ids).
+    fn sample_rows_deferred(
+        &self,
+        x: &Self::Buf,
+        cols: usize,
+        rows: &[crate::SampleRow],
+    ) -> Self::Ids;
     /// Whether `sample_rows` runs on the device (so the engine prefers it to host sampling).
     fn samples_on_device(&self) -> bool {
         false

@@ -266,18 +266,16 @@ impl<B: Backend> CausalLm<B> for Decoder<B> {
         b.argmax_deferred(&logits, self.info.vocab_size)
     }
 
-    fn forward_sample(
+    fn forward_sample_deferred(
         &self,
         b: &B,
         batch: &ForwardBatch,
         kv: &mut B::KvCache,
         rows: &[hearth_backend::SampleRow],
-    ) -> Vec<u32> {
-        let logits = self.logits(b, batch, kv, false);
-        if batch.logits_rows.is_empty() {
-            return Vec::new();
-        }
-        b.sample_rows(&logits, self.info.vocab_size, rows)
+        fed: bool,
+    ) -> B::Ids {
+        let logits = self.logits(b, batch, kv, fed);
+        b.sample_rows_deferred(&logits, self.info.vocab_size, rows)
     }
 }
 

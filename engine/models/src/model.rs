@@ -58,7 +58,20 @@ pub trait CausalLm<B: Backend>: Send + Sync {
         batch: &ForwardBatch,
         kv: &mut B::KvCache,
         rows: &[hearth_backend::SampleRow],
-    ) -> Vec<u32>;
+    ) -> Vec<u32> {
+        let ids = self.forward_sample_deferred(backend, batch, kv, rows, false);
+        backend.read_ids(ids)
+    }
+    /// `forward_sample` that queues the step without waiting for its ids, as
+    /// `forward_greedy_deferred` (`fed`: the step's tokens are the previous deferred step's).
+    fn forward_sample_deferred(
+        &self,
+        backend: &B,
+        batch: &ForwardBatch,
+        kv: &mut B::KvCache,
+        rows: &[hearth_backend::SampleRow],
+        fed: bool,
+    ) -> B::Ids;
 }
 
 /// Architectures (config.json `architectures[0]`) this build can run.

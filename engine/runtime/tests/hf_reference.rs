@@ -206,7 +206,8 @@ where
             out
         })
         .collect();
-    for run_ahead in [true, false] {
+    // The engine's outputs for `requests` (one per prompt, all submitted at once).
+    let engine_run = |run_ahead: bool, requests: Vec<ValidRequest>| -> Vec<Vec<u32>> {
         let backend = make();
         let model = load(&backend);
         let parts = EngineParts {
@@ -226,11 +227,11 @@ where
             run_ahead,
         };
         let engine = EngineHandle::start(parts, cfg).unwrap();
-        let mut streams: Vec<_> = prompts
-            .iter()
-            .map(|p| engine.submit(ValidRequest::new(p.clone(), n)).unwrap())
+        let mut streams: Vec<_> = requests
+            .into_iter()
+            .map(|r| engine.submit(r).unwrap())
             .collect();
-        let outs: Vec<Vec<u32>> = streams
+        let outs = streams
             .iter_mut()
             .map(|s| {
                 std::iter::from_fn(|| s.blocking_next())
@@ -239,11 +240,40 @@ where
             })
             .collect();
         engine.shutdown();
+        outs
+    };
+    let greedy = || {
+        prompts
+            .iter()
+            .map(|p| ValidRequest::new(p.clone(), n))
+            .collect()
+    };
+    for run_ahead in [true, false] {
         assert_eq!(
-            outs, alone,
+            engine_run(run_ahead, greedy()),
+            alone,
             "{arch}: engine (run ahead: {run_ahead}) vs generate"
         );
     }
+    // Seeded sampling (on a GPU, by its sampler, then also queued ahead): the same tokens.
+    let sampled = || {
+        prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mut r = ValidRequest::new(p.clone(), n);
+                r.params.temperature = 0.8;
+                r.params.top_p = 0.9;
+                r.params.seed = Some(7 + i as u64);
+                r
+            })
+            .collect()
+    };
+    assert_eq!(
+        engine_run(true, sampled()),
+        engine_run(false, sampled()),
+        "{arch}: seeded sampling queued ahead vs step by step"
+    );
 }
 
 fn is_moe(architecture: &str) -> bool {

@@ -109,7 +109,8 @@ impl CpuKvCache {
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
-    /// The last `argmax_deferred`'s ids, the tokens of a step begun by `begin_fed_step`.
+    /// The last deferred argmax's or sample's ids, the tokens of a step begun by
+    /// `begin_fed_step`.
     last_ids: std::sync::Mutex<Vec<u32>>,
 }
 
@@ -274,6 +275,21 @@ impl Backend for CpuBackend {
         let ids: Vec<u32> = x
             .chunks_exact(cols.max(1))
             .map(crate::ops::argmax)
+            .collect();
+        ids.clone_into(&mut self.last_ids.lock().unwrap_or_else(|p| p.into_inner()));
+        ids
+    }
+
+    fn sample_rows_deferred(
+        &self,
+        x: &Vec<f32>,
+        cols: usize,
+        rows: &[crate::SampleRow],
+    ) -> Vec<u32> {
+        let ids: Vec<u32> = x
+            .chunks_exact(cols.max(1))
+            .zip(rows)
+            .map(|(r, p)| crate::sample::sample_row(r, p))
             .collect();
         ids.clone_into(&mut self.last_ids.lock().unwrap_or_else(|p| p.into_inner()));
         ids

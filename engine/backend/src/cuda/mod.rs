@@ -626,7 +626,12 @@ impl Backend for CudaBackend {
         self.attention_op(cache, layer, q, shape, step, out);
     }
 
-    fn sample_rows(&self, x: &CudaBuf, cols: usize, rows: &[crate::SampleRow]) -> Vec<u32> {
+    fn sample_rows_deferred(
+        &self,
+        x: &CudaBuf,
+        cols: usize,
+        rows: &[crate::SampleRow],
+    ) -> ids::CudaIds {
         self.flush_graph();
         let t0 = self.prof_begin();
         let n = x.len / cols.max(1);
@@ -636,18 +641,23 @@ impl Backend for CudaBackend {
             .flat_map(|p| [p.temperature, p.top_k as f32, p.top_p, p.min_p, p.u])
             .collect();
         let dev = self.alloc_buf(params.len());
-        let ids = self.alloc_buf(n);
-        // SAFETY: dev was just allocated for params.len() f32; pageable copies are staged
-        // before the call returns, and the kernel below runs after it on the same stream.
-        let r = unsafe {
-            cudarc::driver::result::memcpy_htod_async(dev.ptr, &params, self.stream.cu_stream())
+        let mut st = self.state();
+        let ids = st.ids.write(&self.ctx, &self.stream, n, |ids| {
+            // SAFETY: dev was just allocated for params.len() f32; pageable copies are staged
+            // before the call returns, and the kernel below runs after it on the same stream.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(dev.ptr, &params, self.stream.cu_stream())
+            }?;
+            self.kernels.sample_rows(x.ptr, dev.ptr, ids, (n, cols))
+        });
+        drop(st);
+        match ids {
+            Ok(ids) => {
+                self.finish("sample", t0, Ok(()));
+                ids
+            }
+            Err(e) => panic!("CUDA sampling: {e}"),
         }
-        .map_err(BackendError::from)
-        .and_then(|_| self.kernels.sample_rows(x.ptr, dev.ptr, ids.ptr, (n, cols)));
-        let mut host = vec![0u32; n];
-        let r = r.and_then(|_| self.copy_to_host(ids.ptr, &mut host));
-        self.finish("sample", t0, r);
-        host
     }
 
     fn samples_on_device(&self) -> bool {

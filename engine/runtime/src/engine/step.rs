@@ -10,7 +10,7 @@ use hearth_sched::{SchedulerOutput, SeqId};
 use hearth_text::guided::GuideState;
 use tracing::warn;
 
-use super::{Core, EngineParts, STATS_EVERY};
+use super::{Core, EngineParts, SeqState, STATS_EVERY};
 use crate::request::{EngineOutput, FinishReason};
 use crate::sampler::{apply_penalties, logprobs, sample};
 
@@ -21,12 +21,22 @@ enum NextToken<'a> {
     FromLogits(&'a mut [f32]),
 }
 
-/// What a step's forward pass left: greedy ids still on their way from the backend, tokens
-/// sampled there, or logits rows for the host to sample.
+/// What a step's forward pass left: the ids the backend picked, still on their way, or
+/// logits rows for the host to sample.
 enum StepResult<B: Backend> {
     Queued(B::Ids),
-    Picked(Vec<u32>),
     Logits(Vec<f32>),
+}
+
+/// Who picks a step's tokens (`Core::pick`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// The backend's argmax.
+    Greedy,
+    /// The backend's sampler (a GPU's).
+    Device,
+    /// The host, from the logits rows.
+    Host,
 }
 
 /// A greedy decode step queued behind the one before it (fed that step's tokens on the
@@ -61,15 +71,17 @@ impl<B: Backend> Core<B> {
         // A greedy decode step whose sequences all go on (as far as the host can tell before
         // reading its tokens) has the step after it queued first, so the device does not wait
         // while the host reads, sends and schedules.
-        let ahead =
-            matches!(result, StepResult::Queued(_)) && self.may_run_ahead(&out, &sampled_ids);
-        if ahead {
-            self.queue_ahead(&out, &sampled_ids);
+        let ahead = match result {
+            StepResult::Queued(_) => self.may_run_ahead(&out, &sampled_ids),
+            StepResult::Logits(_) => None,
+        };
+        if let Some(pick) = ahead {
+            self.queue_ahead(&out, &sampled_ids, pick);
         }
+        let ahead = ahead.is_some();
         let EngineParts { backend, model, .. } = &self.parts;
         let (mut logits, ids) = match result {
             StepResult::Queued(ids) => (Vec::new(), Some(backend.read_ids(ids))),
-            StepResult::Picked(ids) => (Vec::new(), Some(ids)),
             StepResult::Logits(logits) => (logits, None),
         };
         if let Some(m) = marks.as_mut() {
@@ -144,52 +156,76 @@ impl<B: Backend> Core<B> {
         (batch, sampled_ids)
     }
 
-    /// Runs the step's forward pass: when every sampled sequence is plain greedy, the backend
-    /// picks the tokens where the logits are (queued: on a GPU only the ids come back, later);
-    /// without logprobs, penalties or a grammar a GPU backend samples there; else the host
-    /// samples from the logits rows.
+    /// How the tokens of a step of `sampled_ids` are picked, once each sequence has
+    /// `ahead` more tokens than now (0: this step; 1: the step after it): all plain greedy, by
+    /// the backend's argmax; all without logprobs, penalties or a grammar, by a GPU backend's
+    /// sampler; else on the host, from the logits rows.
+    fn pick(&self, sampled_ids: &[SeqId], ahead: usize) -> Pick {
+        let all = |f: &dyn Fn(&SeqState, usize) -> bool| {
+            sampled_ids.iter().all(|id| {
+                self.seqs
+                    .get(id)
+                    .is_some_and(|s| s.guide.is_none() && f(s, s.penalties.generated + ahead))
+            })
+        };
+        if all(&|s, n| s.params.is_plain_greedy(n)) {
+            Pick::Greedy
+        } else if self.parts.backend.samples_on_device()
+            && all(&|s, n| s.params.is_plain_sampling(n))
+        {
+            Pick::Device
+        } else {
+            Pick::Host
+        }
+    }
+
+    /// Runs the step's forward pass: queued when the backend picks the tokens (on a GPU only
+    /// the ids come back, later), else the logits rows for the host to sample.
     fn launch(&mut self, batch: &ForwardBatch, sampled_ids: &[SeqId]) -> StepResult<B> {
+        match self.pick(sampled_ids, 0) {
+            Pick::Host => {
+                let EngineParts { backend, model, .. } = &self.parts;
+                let kv = &mut self.kv;
+                StepResult::Logits(backend.install(|| model.forward(backend, batch, kv)))
+            }
+            pick => StepResult::Queued(self.queue(batch, sampled_ids, pick, false)),
+        }
+    }
+
+    /// Queues a step whose tokens the backend picks (`fed`: its tokens are the last queued
+    /// step's, `Backend::begin_fed_step`).
+    fn queue(
+        &mut self,
+        batch: &ForwardBatch,
+        sampled_ids: &[SeqId],
+        pick: Pick,
+        fed: bool,
+    ) -> B::Ids {
         let EngineParts { backend, model, .. } = &self.parts;
         let kv = &mut self.kv;
-        let seqs = &mut self.seqs;
-        let greedy = sampled_ids.iter().all(|id| {
-            seqs.get(id).is_some_and(|s| {
-                s.guide.is_none() && s.params.is_plain_greedy(s.penalties.generated)
-            })
-        });
-        if greedy {
-            return StepResult::Queued(
-                backend.install(|| model.forward_greedy_deferred(backend, batch, kv, false)),
-            );
-        }
-        let on_device = backend.samples_on_device()
-            && sampled_ids.iter().all(|id| {
-                seqs.get(id).is_some_and(|s| {
-                    s.guide.is_none() && s.params.is_plain_sampling(s.penalties.generated)
-                })
-            });
-        if !on_device {
-            return StepResult::Logits(backend.install(|| model.forward(backend, batch, kv)));
+        if pick == Pick::Greedy {
+            return backend.install(|| model.forward_greedy_deferred(backend, batch, kv, fed));
         }
         let mut rows: Vec<SampleRow> = sampled_ids
             .iter()
             .map(|id| {
-                let s = seqs.get_mut(id).expect("sampled sequences are live");
+                let s = self.seqs.get_mut(id).expect("sampled sequences are live");
                 s.params.sample_row(s.rng.next_f32())
             })
             .collect();
         // Padding rows of a decode step are sampled greedily and ignored.
         rows.resize(batch.logits_rows.len(), SampleRow::GREEDY);
-        StepResult::Picked(backend.install(|| model.forward_sample(backend, batch, kv, &rows)))
+        backend.install(|| model.forward_sample_deferred(backend, batch, kv, &rows, fed))
     }
 
-    /// Whether the step after `out` (a queued greedy step) can be planned and queued before
-    /// its tokens are read: every running sequence is in it as one sampled decode row, stays
-    /// plain greedy and cannot end by length at it; nothing waits to be admitted; blocks are
-    /// free for every row. Then the next step is the same sequences, one token further.
-    fn may_run_ahead(&self, out: &SchedulerOutput, sampled_ids: &[SeqId]) -> bool {
+    /// How the step after `out` (a queued step) picks its tokens, if it can be planned and
+    /// queued before `out`'s tokens are read: every running sequence is in it as one sampled
+    /// decode row, its tokens are still picked by the backend and it cannot end by length at
+    /// it; nothing waits to be admitted; blocks are free for every row. Then the next step is
+    /// the same sequences, one token further.
+    fn may_run_ahead(&self, out: &SchedulerOutput, sampled_ids: &[SeqId]) -> Option<Pick> {
         let sched = self.sched.stats();
-        self.run_ahead
+        let go_on = self.run_ahead
             && out.preempted.is_empty()
             && out.seqs.iter().all(|s| s.tokens.len() == 1 && s.sample)
             && sampled_ids.len() == out.seqs.len()
@@ -200,16 +236,16 @@ impl<B: Backend> Core<B> {
             && sampled_ids.iter().all(|id| {
                 self.seqs.get(id).is_some_and(|s| {
                     let generated = s.penalties.generated + 1;
-                    generated < s.max_tokens
-                        && s.prompt_len + generated < self.max_model_len
-                        && s.params.is_plain_greedy(generated)
+                    generated < s.max_tokens && s.prompt_len + generated < self.max_model_len
                 })
-            })
+            });
+        let pick = self.pick(sampled_ids, 1);
+        (go_on && pick != Pick::Host).then_some(pick)
     }
 
     /// Plans the step after `out` with placeholder tokens and queues it, fed `out`'s tokens
     /// on the device (row i takes row i's token: the same sequences in the same order).
-    fn queue_ahead(&mut self, out: &SchedulerOutput, sampled_ids: &[SeqId]) {
+    fn queue_ahead(&mut self, out: &SchedulerOutput, sampled_ids: &[SeqId], pick: Pick) {
         let placeholders: Vec<(SeqId, u32)> = sampled_ids.iter().map(|&id| (id, 0)).collect();
         self.sched.update(out, &placeholders, &[]);
         let next = self.sched.schedule();
@@ -224,9 +260,7 @@ impl<B: Backend> Core<B> {
             "engine: the step queued ahead must be the same sequences, one token further"
         );
         let (batch, next_sampled) = self.build(&next);
-        let EngineParts { backend, model, .. } = &self.parts;
-        let kv = &mut self.kv;
-        let ids = backend.install(|| model.forward_greedy_deferred(backend, &batch, kv, true));
+        let ids = self.queue(&batch, &next_sampled, pick, true);
         self.ahead = Some(Ahead {
             out: next,
             sampled_ids: next_sampled,
