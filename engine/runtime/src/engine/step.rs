@@ -39,8 +39,8 @@ enum Pick {
     Host,
 }
 
-/// A greedy decode step queued behind the one before it (fed that step's tokens on the
-/// device), with what its results need.
+/// A decode step queued behind the one before it (fed that step's tokens on the device),
+/// with what its results need.
 pub(super) struct Ahead<B: Backend> {
     out: SchedulerOutput,
     sampled_ids: Vec<SeqId>,
@@ -68,17 +68,17 @@ impl<B: Backend> Core<B> {
                 (out, sampled_ids, result)
             }
         };
-        // A greedy decode step whose sequences all go on (as far as the host can tell before
-        // reading its tokens) has the step after it queued first, so the device does not wait
-        // while the host reads, sends and schedules.
-        let ahead = match result {
+        // A decode step whose tokens the backend picks and whose sequences all go on (as far as
+        // the host can tell before reading its tokens) has the step after it queued first, so
+        // the device does not wait while the host reads, sends and schedules.
+        let ahead_pick = match result {
             StepResult::Queued(_) => self.may_run_ahead(&out, &sampled_ids),
             StepResult::Logits(_) => None,
         };
-        if let Some(pick) = ahead {
+        if let Some(pick) = ahead_pick {
             self.queue_ahead(&out, &sampled_ids, pick);
         }
-        let ahead = ahead.is_some();
+        let ahead = ahead_pick.is_some();
         let EngineParts { backend, model, .. } = &self.parts;
         let (mut logits, ids) = match result {
             StepResult::Queued(ids) => (Vec::new(), Some(backend.read_ids(ids))),
