@@ -202,6 +202,27 @@ impl CudaBackend {
         step
     }
 
+    /// Queues `rows` token ids, written by `fill` to the device address it is given after the
+    /// step's graph is launched, and their copy to the host (`Backend::argmax_deferred`,
+    /// `sample_rows_deferred`; `op` names it for the profile and errors).
+    fn defer_ids(
+        &self,
+        op: &'static str,
+        rows: usize,
+        fill: impl FnOnce(u64) -> Result<(), BackendError>,
+    ) -> ids::CudaIds {
+        self.flush_graph();
+        let t0 = self.prof_begin();
+        let ids = self.state().ids.write(&self.ctx, &self.stream, rows, fill);
+        match ids {
+            Ok(ids) => {
+                self.finish(op, t0, Ok(()));
+                ids
+            }
+            Err(e) => panic!("CUDA {op}: {e}"),
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -632,8 +653,6 @@ impl Backend for CudaBackend {
         cols: usize,
         rows: &[crate::SampleRow],
     ) -> ids::CudaIds {
-        self.flush_graph();
-        let t0 = self.prof_begin();
         let n = x.len / cols.max(1);
         assert_eq!(n, rows.len(), "sample_rows: one SampleRow per logits row");
         let params: Vec<f32> = rows
@@ -641,23 +660,14 @@ impl Backend for CudaBackend {
             .flat_map(|p| [p.temperature, p.top_k as f32, p.top_p, p.min_p, p.u])
             .collect();
         let dev = self.alloc_buf(params.len());
-        let mut st = self.state();
-        let ids = st.ids.write(&self.ctx, &self.stream, n, |ids| {
+        self.defer_ids("sample", n, |ids| {
             // SAFETY: dev was just allocated for params.len() f32; pageable copies are staged
             // before the call returns, and the kernel below runs after it on the same stream.
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(dev.ptr, &params, self.stream.cu_stream())
             }?;
             self.kernels.sample_rows(x.ptr, dev.ptr, ids, (n, cols))
-        });
-        drop(st);
-        match ids {
-            Ok(ids) => {
-                self.finish("sample", t0, Ok(()));
-                ids
-            }
-            Err(e) => panic!("CUDA sampling: {e}"),
-        }
+        })
     }
 
     fn samples_on_device(&self) -> bool {
@@ -665,28 +675,17 @@ impl Backend for CudaBackend {
     }
 
     fn argmax_deferred(&self, x: &CudaBuf, cols: usize) -> ids::CudaIds {
-        self.flush_graph();
-        let t0 = self.prof_begin();
         let rows = x.len / cols.max(1);
-        let mut st = self.state();
-        let ids = st.ids.write(&self.ctx, &self.stream, rows, |dev| {
-            self.kernels.argmax_rows(x.ptr, dev, rows, cols)
-        });
-        drop(st);
-        match ids {
-            Ok(ids) => {
-                self.finish("argmax", t0, Ok(()));
-                ids
-            }
-            Err(e) => panic!("CUDA argmax: {e}"),
-        }
+        self.defer_ids("argmax", rows, |ids| {
+            self.kernels.argmax_rows(x.ptr, ids, rows, cols)
+        })
     }
 
     fn read_ids(&self, ids: ids::CudaIds) -> Vec<u32> {
         self.state()
             .ids
             .read(ids)
-            .unwrap_or_else(|e| panic!("CUDA greedy ids: {e}"))
+            .unwrap_or_else(|e| panic!("CUDA token ids: {e}"))
     }
 
     fn moe(
