@@ -29,6 +29,11 @@
 #            (pack.sh with AB_CUBINS="NAME=path ..."), over the shapes in AB_MODELS (default
 #            "q8b glm"); tests/device/ab_variants.py builds the kernels as they are and
 #            ablations of them (bodies removed, a per-layer timeline of the GEMVs)
+#   sampling the engine in process, 1,000-token prompts, 500 outputs, 1 and 64 concurrent: greedy,
+#            then sampled on the GPU (temperature 0.8 / top-p 0.9; temperature 1; Qwen3's
+#            temperature 0.6 / top-k 20 / top-p 0.95) with each kernel build
+#            devbin/kernels-NAME.cubin in turn (the embedded one if none is packed), in rounds
+#            (SAMPLING_ROUNDS, default 2) in this one command
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
@@ -129,6 +134,26 @@ ab)
         done
     done
     grep -H "tg128" "$OUT"/ab_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+sampling)
+    make_models q8b
+    variants=$(cd "$B" && ls kernels-*.cubin 2>/dev/null | sed 's/^kernels-//; s/\.cubin$//')
+    # K: a kernel build to load instead of the embedded one.
+    serving() {
+        ${K:+env HEARTH_KERNELS_FILE=$K} "$E" bench --model /tmp/q8b --concurrency 1,64 \
+            --serve-prompt 1000 --serve-gen 500 "$@"
+    }
+    for i in $(seq "${SAMPLING_ROUNDS:-2}"); do
+        K= t "sampling_greedy_$i" serving
+        for v in ${variants:-embedded}; do
+            K=$B/kernels-$v.cubin
+            [ -e "$K" ] || K=
+            t "sampling_${v}_t0.8p0.9_$i" serving --temperature 0.8 --top-p 0.9
+            t "sampling_${v}_t1_$i" serving --temperature 1
+            t "sampling_${v}_t0.6k20p0.95_$i" serving --temperature 0.6 --top-k 20 --top-p 0.95
+        done
+    done
+    grep -H -E "^\| (1|64) \|" "$OUT"/sampling_*.txt | tee -a "$OUT/summary.txt"
     ;;
 abenv)
     models=${AB_MODELS:-glm q8b}

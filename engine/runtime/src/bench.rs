@@ -119,14 +119,15 @@ pub struct ServeResult {
     pub ttft_max: std::time::Duration,
 }
 
-/// `concurrency` requests of `prompt_len` tokens, each generating exactly `gen_len` (ignore_eos),
-/// submitted at once to the engine; one result per level.
+/// `concurrency` requests of `prompt_len` tokens, each generating exactly `gen_len` (ignore_eos)
+/// under `params` (request i seeded with i), submitted at once to the engine; one result per
+/// level.
 pub fn run_serving(
     engine: &crate::EngineHandle,
     vocab: usize,
     levels: &[usize],
-    prompt_len: usize,
-    gen_len: usize,
+    (prompt_len, gen_len): (usize, usize),
+    params: &SamplingParams,
 ) -> Result<Vec<ServeResult>, RuntimeError> {
     let mut results = Vec::new();
     for &c in levels {
@@ -140,7 +141,11 @@ pub fn run_serving(
                 .map(|x| (x + i as u32 * 17) % vocab as u32)
                 .collect();
             let mut req = crate::ValidRequest::new(prompt, gen_len);
-            req.params.ignore_eos = true;
+            req.params = SamplingParams {
+                seed: Some(i as u64),
+                ignore_eos: true,
+                ..params.clone()
+            };
             streams.push(
                 engine
                     .submit(req)

@@ -28,6 +28,14 @@ pub struct BenchArgs {
     serve_prompt: usize,
     #[arg(long, default_value_t = 64)]
     serve_gen: usize,
+    /// Sampling of the serving benchmark's requests (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// 0 disables top-k.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
     /// Print JSON lines instead of a table.
     #[arg(long)]
     json: bool,
@@ -88,14 +96,19 @@ fn serving(a: BenchArgs) -> anyhow::Result<()> {
         &engine,
         vocab,
         &a.concurrency,
-        a.serve_prompt,
-        a.serve_gen,
+        (a.serve_prompt, a.serve_gen),
+        &hearth_runtime::SamplingParams {
+            temperature: a.temperature,
+            top_p: a.top_p,
+            top_k: a.top_k,
+            ..Default::default()
+        },
     )?;
     engine.shutdown();
     println!(
         "| concurrency | output tok/s | per-request tok/s | TTFT mean | TTFT max |  ({}, \
-         prompt {}, output {})",
-        backend, a.serve_prompt, a.serve_gen
+         prompt {}, output {}, temperature {}, top-p {}, top-k {})",
+        backend, a.serve_prompt, a.serve_gen, a.temperature, a.top_p, a.top_k
     );
     println!("| ---: | ---: | ---: | ---: | ---: |");
     for r in results {
