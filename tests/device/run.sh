@@ -31,9 +31,9 @@
 #            ablations of them (bodies removed, a per-layer timeline of the GEMVs)
 #   sampling the engine in process, 1,000-token prompts, 500 outputs, 1 and 64 concurrent: greedy,
 #            then sampled on the GPU (temperature 0.8 / top-p 0.9; temperature 1; Qwen3's
-#            temperature 0.6 / top-k 20 / top-p 0.95) with each kernel build
-#            devbin/kernels-NAME.cubin in turn (the embedded one if none is packed), in rounds
-#            (SAMPLING_ROUNDS, default 2) in this one command
+#            temperature 0.6 / top-k 20 / top-p 0.95) with the embedded kernels and each
+#            kernel build devbin/kernels-NAME.cubin in turn, in rounds (SAMPLING_ROUNDS,
+#            default 2) in this one command
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
@@ -145,7 +145,7 @@ sampling)
     }
     for i in $(seq "${SAMPLING_ROUNDS:-2}"); do
         K= t "sampling_greedy_$i" serving
-        for v in ${variants:-embedded}; do
+        for v in embedded $variants; do
             K=$B/kernels-$v.cubin
             [ -e "$K" ] || K=
             t "sampling_${v}_t0.8p0.9_$i" serving --temperature 0.8 --top-p 0.9

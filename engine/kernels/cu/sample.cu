@@ -104,53 +104,42 @@ __device__ __forceinline__ u64 fixed_mass(float w) { return (u64)(w * MASS_SCALE
 // The largest weight t such that the weights w >= t (of those >= floor) number at least `need`
 // (top-k), or, by_mass, carry at least ceil(top_p * their total) (top-p): the pattern of t is
 // built 8 bits a pass from the top, each pass a histogram of the next digit among the weights
-// whose higher digits match it so far. Each pair of warps adds into its own histogram, one add
-// per distinct digit of a warp's 32 weights (64-bit shared atomics are compare-and-swap loops:
-// many lanes on one bin would spin), and the 16 are summed at the end of the pass.
+// whose higher digits match it so far. Each pair of warps adds into its own histogram with
+// 32-bit atomics (64-bit ones on shared memory are compare-and-swap loops, which spin when many
+// lanes hit one bin), a mass as its low and high 16 bits (a pair's share of a row of up to
+// 2^20 weights cannot overflow either), and the 16 are summed at the end of the pass.
 #define SAMPLE_HISTS (SAMPLE_WARPS / 2)
 __device__ __forceinline__ float radix_threshold(const SampleRowView& v, float floor,
                                                  bool by_mass, u64 need, float top_p) {
-    __shared__ u64 hists[SAMPLE_HISTS][256];
-    __shared__ u64 stage[SAMPLE_WARPS][32];
+    __shared__ uint32_t lo16[SAMPLE_HISTS][256], hi16[SAMPLE_HISTS][256];
+    __shared__ u64 hist[256];
     __shared__ uint32_t s_prefix;
     __shared__ u64 s_above;
-    u64* const hist = hists[0];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    u64* const mine = hists[warp / 2];
+    const int pair = threadIdx.x >> 6;
     uint32_t prefix = 0;
     u64 above = 0;  // the weights above the prefix's range (warp 0's copy counts)
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int b = threadIdx.x; b < SAMPLE_HISTS * 256; b += SAMPLE_THREADS) hists[0][b] = 0;
+        for (int b = threadIdx.x; b < SAMPLE_HISTS * 256; b += SAMPLE_THREADS) {
+            lo16[0][b] = 0;
+            hi16[0][b] = 0;
+        }
         __syncthreads();
         const int hi = shift + 8;
         v.warp_logits([&](bool in, float l) {
             const float x = v.w_of(l);
             const uint32_t b = __float_as_uint(x);
             const u64 m = by_mass ? fixed_mass(x) : 1ull;
-            const bool on = in && x >= floor && m > 0 && (hi == 32 || (b >> hi) == (prefix >> hi));
-            if (!__any_sync(0xffffffffu, on)) return;
-            const int bin = on ? (b >> shift) & 255 : 256;
-            const unsigned peers = __match_any_sync(0xffffffffu, bin);
-            const bool leader = on && lane == __ffs(peers) - 1;
-            if (!by_mass) {
-                if (leader) atomicAdd(&mine[bin], (u64)__popc(peers));
-                return;
-            }
-            stage[warp][lane] = m;
-            __syncwarp();
-            if (leader) {
-                u64 sum = 0;
-                for (unsigned p = peers; p; p &= p - 1) sum += stage[warp][__ffs(p) - 1];
-                atomicAdd(&mine[bin], sum);
-            }
-            __syncwarp();
+            if (!in || x < floor || m == 0 || (hi < 32 && (b >> hi) != (prefix >> hi))) return;
+            const int bin = (b >> shift) & 255;
+            atomicAdd(&lo16[pair][bin], (uint32_t)(m & 0xffff));
+            if (by_mass) atomicAdd(&hi16[pair][bin], (uint32_t)(m >> 16));
         });
         __syncthreads();
         for (int b = threadIdx.x; b < 256; b += SAMPLE_THREADS) {
             u64 sum = 0;
 #pragma unroll
-            for (int h = 1; h < SAMPLE_HISTS; h++) sum += hists[h][b];
-            hist[b] += sum;
+            for (int h = 0; h < SAMPLE_HISTS; h++) sum += ((u64)hi16[h][b] << 16) + lo16[h][b];
+            hist[b] = sum;
         }
         __syncthreads();
         if (threadIdx.x < 32) {
