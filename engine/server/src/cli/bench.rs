@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::sampling::SamplingArgs;
 use super::source::ModelArgs;
 
 #[derive(Debug, Args)]
@@ -28,14 +29,9 @@ pub struct BenchArgs {
     serve_prompt: usize,
     #[arg(long, default_value_t = 64)]
     serve_gen: usize,
-    /// Sampling of the serving benchmark's requests (0: greedy).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// 0 disables top-k.
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
+    /// How the serving benchmark's requests sample (greedy by default).
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// Print JSON lines instead of a table.
     #[arg(long)]
     json: bool,
@@ -82,6 +78,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn serving(a: BenchArgs) -> anyhow::Result<()> {
+    let params = a.sampling.params()?;
     let req = a.model.request()?;
     let loaded = hearth_runtime::load(&req)?;
     let mut cfg = loaded.plan(&req)?;
@@ -97,18 +94,13 @@ fn serving(a: BenchArgs) -> anyhow::Result<()> {
         vocab,
         &a.concurrency,
         (a.serve_prompt, a.serve_gen),
-        &hearth_runtime::SamplingParams {
-            temperature: a.temperature,
-            top_p: a.top_p,
-            top_k: a.top_k,
-            ..Default::default()
-        },
+        &params,
     )?;
     engine.shutdown();
     println!(
         "| concurrency | output tok/s | per-request tok/s | TTFT mean | TTFT max |  ({}, \
          prompt {}, output {}, temperature {}, top-p {}, top-k {})",
-        backend, a.serve_prompt, a.serve_gen, a.temperature, a.top_p, a.top_k
+        backend, a.serve_prompt, a.serve_gen, params.temperature, params.top_p, params.top_k
     );
     println!("| ---: | ---: | ---: | ---: | ---: |");
     for r in results {

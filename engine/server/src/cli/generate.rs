@@ -12,6 +12,7 @@ use hearth_runtime::{Loaded, SamplingParams, ValidRequest};
 use hearth_text::{ChatRequest, Detokenizer, StopChecker, Tokenizer};
 use serde_json::json;
 
+use super::sampling::SamplingArgs;
 use super::source::ModelArgs;
 
 #[derive(Debug, Args)]
@@ -32,31 +33,17 @@ pub struct GenerateArgs {
     raw: bool,
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
-    /// 0 = greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// 0 = off.
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     #[arg(long)]
     seed: Option<u64>,
 }
 
 pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
-    if !(0.0..=2.0).contains(&a.temperature) {
-        bail!(
-            "--temperature {} is out of range (allowed: 0 to 2)",
-            a.temperature
-        );
-    }
-    if !(a.top_p > 0.0 && a.top_p <= 1.0) {
-        bail!(
-            "--top-p {} is out of range (allowed: greater than 0, at most 1)",
-            a.top_p
-        );
-    }
+    let params = SamplingParams {
+        seed: a.seed,
+        ..a.sampling.params()?
+    };
     let mut prompts = a.prompt.clone();
     if let Some(f) = &a.prompts_file {
         let text = std::fs::read_to_string(f)
@@ -84,13 +71,6 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<()> {
         ..
     } = loaded;
     let engine = hearth_runtime::start(engine, cfg, max_model_len, &tokenizer)?;
-    let params = SamplingParams {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        seed: a.seed,
-        ..Default::default()
-    };
     let mut streams = Vec::new();
     for prompt in inputs {
         let mut r = ValidRequest::new(prompt, a.max_tokens);

@@ -5,6 +5,7 @@ mod check_logits;
 mod check_spec;
 mod generate;
 mod health;
+mod sampling;
 mod serve;
 mod source;
 
