@@ -46,8 +46,8 @@ extern "C" __global__ void argmax_rows(const float* __restrict__ logits, uint32_
 //
 // Both thresholds are found digit by digit of their bit patterns (non-negative floats order like
 // their bit patterns), 8 bits a pass over the row, and the token by narrowing to one warp's
-// segment, then to a 32nd of it, then walking that: a sampled row takes 6-10 passes over its
-// logits (the row stays in L2 from the head GEMM).
+// segment, then to a 32nd of it, then walking that: a sampled row takes 2 passes over its
+// logits and 4 more for each threshold (the row stays in L2 from the head GEMM).
 #define SAMPLE_THREADS 1024
 #define SAMPLE_WARPS (SAMPLE_THREADS / 32)
 #define SAMPLE_UNROLL 8
@@ -80,23 +80,6 @@ struct SampleRowView {
             }
         }
     }
-    // f(in, logit) over the whole row, spread over the block, called by every lane of a warp
-    // together (for warp intrinsics); `in` is false past the row's end.
-    template <class F>
-    __device__ void warp_logits(F f) const {
-        const int lane = threadIdx.x & 31;
-        for (int base = threadIdx.x - lane; base < vocab; base += SAMPLE_UNROLL * SAMPLE_THREADS) {
-            float l[SAMPLE_UNROLL];
-#pragma unroll
-            for (int j = 0; j < SAMPLE_UNROLL; j++) {
-                const int i = base + lane + j * SAMPLE_THREADS;
-                l[j] = i < vocab ? row[i] : 0.f;
-            }
-#pragma unroll
-            for (int j = 0; j < SAMPLE_UNROLL; j++)
-                f(base + lane + j * SAMPLE_THREADS < vocab, l[j]);
-        }
-    }
 };
 
 __device__ __forceinline__ u64 fixed_mass(float w) { return (u64)(w * MASS_SCALE); }
@@ -125,11 +108,11 @@ __device__ __forceinline__ float radix_threshold(const SampleRowView& v, float f
         }
         __syncthreads();
         const int hi = shift + 8;
-        v.warp_logits([&](bool in, float l) {
+        v.logits(threadIdx.x, v.vocab, SAMPLE_THREADS, [&](int, float l) {
             const float x = v.w_of(l);
             const uint32_t b = __float_as_uint(x);
             const u64 m = by_mass ? fixed_mass(x) : 1ull;
-            if (!in || x < floor || m == 0 || (hi < 32 && (b >> hi) != (prefix >> hi))) return;
+            if (x < floor || m == 0 || (hi < 32 && (b >> hi) != (prefix >> hi))) return;
             const int bin = (b >> shift) & 255;
             atomicAdd(&lo16[pair][bin], (uint32_t)(m & 0xffff));
             if (by_mass) atomicAdd(&hi16[pair][bin], (uint32_t)(m >> 16));
