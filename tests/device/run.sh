@@ -36,6 +36,10 @@
 #            default 2) in this one command
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
 #            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
+#   serveenv the engine in process (1,000-token prompts, AB_GEN outputs, default 500) at the
+#            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
+#            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
+#            one command, on the Qwen3-8B shape
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
 #            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
 #            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
@@ -167,6 +171,17 @@ abenv)
         done
     done
     grep -H "tg128" "$OUT"/abenv_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+serveenv)
+    make_models q8b
+    for i in $(seq "${AB_ROUNDS:-2}"); do
+        for v in ${AB_ENVS:?serveenv: set AB_ENVS}; do
+            # shellcheck disable=SC2046 # the settings split into env's arguments
+            t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$E" bench --model /tmp/q8b \
+                --concurrency "${AB_CONCURRENCY:-16,32,64}" --serve-prompt 1000 --serve-gen "${AB_GEN:-500}"
+        done
+    done
+    grep -H -E "^\| [0-9]+ \|" "$OUT"/serveenv_*.txt | tee -a "$OUT/summary.txt"
     ;;
 ring)
     HEARTH_TEST_CUDA=1 t ring_decode "$B/ring_decode" --nocapture

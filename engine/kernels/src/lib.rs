@@ -78,12 +78,13 @@ mod tests {
             for (at, _) in src.match_indices("__global__") {
                 kernels += 1;
                 let head = &src[at..at + src[at..].find('{').unwrap()];
-                // The identifier before the parameter list (not __launch_bounds__).
+                // The identifier before the parameter list (not __launch_bounds__ or a macro
+                // naming launch bounds, such as gemv.cu's GEMV_BOUNDS).
                 let name = head
                     .split('(')
                     .filter_map(|piece| piece.split_whitespace().last())
                     .map(|word| word.replace("##", ""))
-                    .find(|word| word != "__launch_bounds__")
+                    .find(|word| word != "__launch_bounds__" && !word.ends_with("_BOUNDS"))
                     .unwrap();
                 let body = &src[at..][head.len() + 1..];
                 let first = body[..body.find(';').unwrap()].replace('\\', "");
