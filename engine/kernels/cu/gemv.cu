@@ -19,19 +19,21 @@
 // 165.9). Launches of more rows wait first: the early loads cost their registers occupancy.
 #include "common.cuh"
 
-// 16-byte weight loads in flight per lane: GEMV_UNROLL per row, fewer rows' worth past 4 rows
-// (R = 8 takes 2 per row). A lane visits its k8 values in the same order whatever the unroll.
+// 16-byte weight loads in flight per lane: GEMV_UNROLL per row, fewer rows' worth past 2 rows
+// (R = 4 takes 2 per row, R = 8 one). A lane visits its k8 values in the same order whatever the
+// unroll. One-row launches are built for GEMV_ONE_ROW_BLOCKS blocks an SM (64 registers): a
+// Qwen3-8B o-proj or down GEMV (1,024 blocks of 4 features) is then one wave of blocks, each with
+// its first loads in flight before the kernel before it ends, where the 5 an SM of 16 loads a
+// lane left a second wave to start after the first drained. Batch-1 decode on H100s, one command
+// each, two runs a build: Qwen3-8B tg128 177.6 / 177.5 -> 183.6 / 183.7 tok/s (92.8% of the
+// 197.8 roofline measured in that command), GLM-4.7-Flash 232.7 / 231.8 -> 235.9 / 236.2; half
+// the loads without the bound: 177.3 / 177.6 (the occupancy is the lever). Launches of 2-8 rows
+// took 8 loads a lane too (fewer registers: 2 blocks an SM at 8 rows, 3 at 2-4), unbounded
+// (bounding them spilled and lost 2-4% at 4 and 8 rows): in-process serving at 2 / 4 / 8
+// concurrent 300 / 542 / 742 -> 307 / 547 / 764 output tok/s.
 #define GEMV_UNROLL 4
-#define GEMV_LOADS 16
+#define GEMV_LOADS 8
 #define GEMV_WARPS 4  // warps per block, splitting K
-// One-row launches hold half as many loads a lane and are built for GEMV_ONE_ROW_BLOCKS blocks an
-// SM (64 registers) instead of 5: a Qwen3-8B o-proj or down GEMV (1,024 blocks of 4 features)
-// is then one wave of blocks, each with its first loads in flight before the kernel before it
-// ends, where 5 an SM left a second wave to start after the first drained. Batch-1 decode on
-// H100s, one command each, two runs a build: Qwen3-8B tg128 177.6 / 177.5 -> 183.6 / 183.7
-// tok/s (92.8% of the 197.8 roofline measured in that command), GLM-4.7-Flash 232.7 / 231.8 ->
-// 235.9 / 236.2; half the loads without the bound: 177.3 / 177.6 (the occupancy is the lever).
-#define GEMV_ONE_ROW_LOADS 8
 #define GEMV_ONE_ROW_BLOCKS 8
 
 // The RMS norm before the Q/K/V and SwiGLU GEMVs (g its weight, f32, K % 8 == 0), as those
@@ -130,8 +132,7 @@ __device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* cons
         const int k8n = K >> 3;
         const int per = (k8n + GEMV_WARPS - 1) / GEMV_WARPS;
         const int k_lo = warp * per, k_end = min(k8n, k_lo + per);
-        constexpr int LOADS = M == 1 ? GEMV_ONE_ROW_LOADS : GEMV_LOADS;
-        constexpr int PER_ROW = LOADS / R > 0 ? LOADS / R : 1;
+        constexpr int PER_ROW = GEMV_LOADS / R > 0 ? GEMV_LOADS / R : 1;
         constexpr int U = PER_ROW < GEMV_UNROLL ? PER_ROW : GEMV_UNROLL;
         const int kb0 = k_lo + lane;
         uint4 wv[U][R];
@@ -266,8 +267,8 @@ __device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
 // The block's feature group (a block of GEMV_WARPS warps owns R features).
 __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
 
-// Launch bounds: GEMV_ONE_ROW_BLOCKS an SM for one row (see GEMV_ONE_ROW_LOADS), none for more
-// (a bound of one block changes their register allocation).
+// Launch bounds: GEMV_ONE_ROW_BLOCKS an SM for one row (see GEMV_LOADS), none for more (a bound
+// of one block changes their register allocation).
 #define GEMV_BOUNDS(M) GEMV_BOUNDS_##M
 #define GEMV_BOUNDS_1 __launch_bounds__(GEMV_WARPS * 32, GEMV_ONE_ROW_BLOCKS)
 #define GEMV_BOUNDS_2
