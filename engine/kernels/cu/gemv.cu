@@ -27,10 +27,11 @@
 // lane left a second wave to start after the first drained. Batch-1 decode on H100s, one command
 // each, two runs a build: Qwen3-8B tg128 177.6 / 177.5 -> 183.6 / 183.7 tok/s (92.8% of the
 // 197.8 roofline measured in that command), GLM-4.7-Flash 232.7 / 231.8 -> 235.9 / 236.2; half
-// the loads without the bound: 177.3 / 177.6 (the occupancy is the lever). Launches of 2-8 rows
-// took 8 loads a lane too (fewer registers: 2 blocks an SM at 8 rows, 3 at 2-4), unbounded
-// (bounding them spilled and lost 2-4% at 4 and 8 rows): in-process serving at 2 / 4 / 8
-// concurrent 300 / 542 / 742 -> 307 / 547 / 764 output tok/s.
+// the loads without the bound 177.3 / 177.6, bounds of 6 or 7 blocks 177.4-177.6 (the one wave
+// is the lever: shapes of more than 8 x 132 blocks would want more features a block). Launches
+// of 2-8 rows took 8 loads a lane too (fewer registers: 2 blocks an SM at 8 rows, 3 at 2-4),
+// unbounded (bounding them spilled and lost 2-4% at 4 and 8 rows): in-process serving at 2 / 4 /
+// 8 concurrent 300 / 542 / 742 -> 307 / 547 / 764 output tok/s.
 #define GEMV_UNROLL 4
 #define GEMV_LOADS 8
 #define GEMV_WARPS 4  // warps per block, splitting K
