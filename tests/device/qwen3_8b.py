@@ -6,7 +6,11 @@ make DIR TOKENIZER_DIR   write a random Qwen3-8B-shaped bf16 checkpoint (hidden 
 reference DIR OUT.json   transformers' logits for every position of two prompts (in f32 on the
                          same bf16 weights) and 16 greedy tokens, in check-logits' format
 roofline DIR             device-to-device copy bandwidth, bytes read per decoded token (all weights
-                         but the input embedding) and the implied batch-1 decode ceiling
+                         but the input embedding) and the implied batch-1 decode ceiling; also with
+                         the layers' linear matrices in fp8 with an f32 scale a row
+                         (`quantization: fp8`; the head and norms stay as they are)
+reference-fp8 DIR OUT    the same on the layers' linear matrices quantized as `quantization: fp8`
+                         stores them (and dequantized to f32): the reference of our fp8 logits
 hf-decode DIR N          transformers' own batch-1 greedy decode speed (bf16, N tokens)
 """
 import json
@@ -47,8 +51,23 @@ def load(d, dtype):
     return AutoModelForCausalLM.from_pretrained(d, dtype=dtype, device_map="cuda").eval()
 
 
-def reference(d, out):
+def fake_quant_fp8(m):
+    """The layers' linear matrices as `quantization: fp8` stores them, in f32: each row's
+    largest magnitude over 448 as its scale, the values rounded to e4m3 (nearest, ties to even)
+    and multiplied back."""
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if ".layers." in name and name.endswith("_proj.weight"):
+                scale = p.abs().amax(dim=1, keepdim=True) / 448.0
+                scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+                q = (p * (1.0 / scale)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+                p.copy_(q.to(torch.float32) * scale)
+
+
+def reference(d, out, fp8=False):
     m = load(d, torch.float32)
+    if fp8:
+        fake_quant_fp8(m)
     prompts = [[9707, 11, 1052, 374, 264, 1273, 315, 279, 7006, 22875, 1849, 13, 576, 3974, 13876, 38835],
                [785, 6722, 315, 9625, 374]]
     cases = []
@@ -59,6 +78,11 @@ def reference(d, out):
             g = m.generate(ids, max_new_tokens=16, do_sample=False)[0, len(p):].tolist()
             cases.append({"prompt": p, "logits": [[round(x, 5) for x in r] for r in logits.tolist()],
                           "greedy": g})
+    if fp8:
+        json.dump({"dtype": "float32 compute on fp8-quantized (fake-quant) weights",
+                   "cases": cases}, open(out, "w"))
+        print(f"{out}: {len(cases)} cases on fp8 weights")
+        return
     # The yardstick for "bf16 tolerance": transformers' own bf16 run against its f32 run.
     mb = load(d, torch.bfloat16)
     worst = 0.0
@@ -96,20 +120,27 @@ def roofline(d):
     from safetensors import safe_open
     total = 0
     embed = 0
+    fp8_saved = 0
     for f in os.listdir(d):
         if f.endswith(".safetensors"):
             with safe_open(os.path.join(d, f), "pt") as s:
                 for k in s.keys():
-                    sl = s.get_slice(k)
+                    shape = s.get_slice(k).get_shape()
                     nbytes = 2
-                    for x in sl.get_shape():
+                    for x in shape:
                         nbytes *= x
                     total += nbytes
                     if k.endswith("embed_tokens.weight"):
                         embed += nbytes
+                    if ".layers." in k and k.endswith("_proj.weight"):
+                        # 1 byte a value instead of 2, plus an f32 scale a row.
+                        fp8_saved += nbytes // 2 - 4 * shape[0]
     per_tok = total - embed
+    per_tok_fp8 = per_tok - fp8_saved
     print(json.dumps({"copy_bandwidth_GBps": bw / 1e9, "bytes_per_token_GB": per_tok / 1e9,
-                      "roofline_tok_s": bw / per_tok}))
+                      "roofline_tok_s": bw / per_tok,
+                      "fp8_bytes_per_token_GB": per_tok_fp8 / 1e9,
+                      "fp8_roofline_tok_s": bw / per_tok_fp8}))
 
 
 def hf_decode(d, n):
@@ -131,6 +162,8 @@ if __name__ == "__main__":
         make(sys.argv[2], sys.argv[3])
     elif cmd == "reference":
         reference(sys.argv[2], sys.argv[3])
+    elif cmd == "reference-fp8":
+        reference(sys.argv[2], sys.argv[3], fp8=True)
     elif cmd == "roofline":
         roofline(sys.argv[2])
     elif cmd == "hf-decode":

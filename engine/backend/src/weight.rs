@@ -50,6 +50,8 @@ pub enum WeightData {
     F32(Vec<f32>),
     /// GGML blocks, rows contiguous: each row is `cols / block_elems` blocks.
     Ggml { ty: GgmlType, bytes: HostBytes },
+    /// FP8 e4m3 values, row-major, and one f32 scale a row (`quant::fp8`).
+    Fp8 { bytes: Vec<u8>, scales: Vec<f32> },
 }
 
 /// A weight in row-major order: `shape[0]` rows (output features) of `shape[1]` columns.
@@ -86,6 +88,29 @@ impl HostWeight {
         match &self.data {
             WeightData::F32(_) => "F32",
             WeightData::Ggml { ty, .. } => ty.name(),
+            WeightData::Fp8 { .. } => "FP8_E4M3",
+        }
+    }
+
+    /// This matrix as fp8 e4m3 with a scale a row (`quant::fp8`); anything else is unchanged.
+    pub fn to_fp8(self) -> HostWeight {
+        if self.shape.len() != 2 || matches!(self.data, WeightData::Fp8 { .. }) {
+            return self;
+        }
+        let (rows, cols) = (self.rows(), self.cols());
+        let (bytes, scales) =
+            crate::quant::fp8::quantize_rows(rows, cols, |r, out| match &self.data {
+                WeightData::F32(v) => out.copy_from_slice(&v[r * cols..(r + 1) * cols]),
+                WeightData::Ggml { ty, bytes } => {
+                    let rb = ty.bytes_for(cols);
+                    crate::quant::dequantize_row(*ty, &bytes[r * rb..(r + 1) * rb], out)
+                }
+                WeightData::Fp8 { .. } => unreachable!("returned above"),
+            });
+        HostWeight {
+            name: self.name,
+            shape: self.shape,
+            data: WeightData::Fp8 { bytes, scales },
         }
     }
 }

@@ -58,6 +58,13 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
     return v;
 }
 
+// The same for an 8-byte load.
+__device__ __forceinline__ uint2 ldg_stream8(const void* p) {
+    uint2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
 // Unpacks 8 bf16 values held in a 16-byte vector.
 __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float* f) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -72,8 +79,8 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float* f) {
 __device__ __forceinline__ void kv8_to_f32(const bf16* p, float* f) {
     bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);
 }
-__device__ __forceinline__ void kv8_to_f32(const fp8* p, float* f) {
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+// 8 fp8 e4m3 values held in an 8-byte vector as f32 (exact: e4m3 widens to f16 exactly).
+__device__ __forceinline__ void fp8x8_to_f32(uint2 u, float* f) {
     const uint32_t w[2] = {u.x, u.y};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -86,6 +93,9 @@ __device__ __forceinline__ void kv8_to_f32(const fp8* p, float* f) {
             f[4 * i + 2 * j + 1] = v.y;
         }
     }
+}
+__device__ __forceinline__ void kv8_to_f32(const fp8* p, float* f) {
+    fp8x8_to_f32(__ldg(reinterpret_cast<const uint2*>(p)), f);
 }
 
 // One f32 value into a KV cache element.

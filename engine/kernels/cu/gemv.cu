@@ -6,6 +6,9 @@
 // the GPU). Each output's sum is reduced in the same order whatever M, R and the
 // kernel variant are, so a sequence's numerics do not depend on its batch.
 //
+// Weights come in bf16 or fp8 e4m3 with an f32 scale a row (gemv_fp8_...: 8-byte loads of 8
+// values, the same k8 order, each output's sum times its row's scale).
+//
 // Variants: one matrix (gemv_bf16_M_R; with `add`, y += x . W^T, a residual stream, summed in
 // the same order as the separate add it replaces); up to three matrices sharing x in one launch
 // (the Q, K and V projections: gemv3_bf16_M_R); and the SwiGLU pair, gate and up rows of the same features
@@ -72,17 +75,38 @@ __device__ __forceinline__ float gemv_inv_rms(float sum_sq, int K, float eps) {
     return __frcp_rn(__fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, (float)K), eps)));
 }
 
-// The U rounds of 16-byte weight loads of R rows a lane makes from k8 index kb on.
-template <int U, int R>
-__device__ __forceinline__ void gemv_load(uint4 (&wv)[U][R], const bf16* const (&w)[R], int kb,
-                                          int k_end) {
+// A weight element type's 8-value unit: its load (streamed, skipping L1) and its values as f32.
+template <typename WT>
+struct GemvW;
+template <>
+struct GemvW<bf16> {
+    typedef uint4 Unit;
+    static __device__ __forceinline__ Unit load(const bf16* row, int k8) {
+        return ldg_stream(reinterpret_cast<const uint4*>(row) + k8);
+    }
+    static __device__ __forceinline__ void to_f32(Unit u, float* f) { bf16x8_to_f32(u, f); }
+    static __device__ __forceinline__ float one(bf16 v) { return __bfloat162float(v); }
+};
+template <>
+struct GemvW<fp8> {
+    typedef uint2 Unit;
+    static __device__ __forceinline__ Unit load(const fp8* row, int k8) {
+        return ldg_stream8(reinterpret_cast<const uint2*>(row) + k8);
+    }
+    static __device__ __forceinline__ void to_f32(Unit u, float* f) { fp8x8_to_f32(u, f); }
+    static __device__ __forceinline__ float one(fp8 v) { return float(v); }
+};
+
+// The U rounds of weight loads (8 values each) of R rows a lane makes from k8 index kb on.
+template <typename WT, int U, int R>
+__device__ __forceinline__ void gemv_load(typename GemvW<WT>::Unit (&wv)[U][R],
+                                          const WT* const (&w)[R], int kb, int k_end) {
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
         for (int r = 0; r < R; r++)
-            wv[u][r] = kb + 32 * u < k_end
-                           ? ldg_stream(reinterpret_cast<const uint4*>(w[r]) + kb + 32 * u)
-                           : make_uint4(0, 0, 0, 0);
+            wv[u][r] = kb + 32 * u < k_end ? GemvW<WT>::load(w[r], kb + 32 * u)
+                                           : typename GemvW<WT>::Unit{};
 }
 
 // A block's partial sums, in shared memory: each warp's dot products over its quarter of K, and
@@ -116,8 +140,8 @@ __device__ __forceinline__ float gemv_sum(const GemvParts<M, R>& p, int i, int K
 // A block owns R features and its warps split K, so a narrow matrix still has 4 warps per
 // feature group streaming it. A one-row launch issues its first round of weight loads before
 // it waits for the kernel before (the weights never depend on it).
-template <int M, int R>
-__device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* const (&w)[R],
+template <typename WT, int M, int R>
+__device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const WT* const (&w)[R],
                                                                 const float* __restrict__ x, int K,
                                                                 GemvNorm norm) {
     __shared__ GemvParts<M, R> parts;
@@ -136,11 +160,11 @@ __device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* cons
         constexpr int PER_ROW = GEMV_LOADS / R > 0 ? GEMV_LOADS / R : 1;
         constexpr int U = PER_ROW < GEMV_UNROLL ? PER_ROW : GEMV_UNROLL;
         const int kb0 = k_lo + lane;
-        uint4 wv[U][R];
-        gemv_load<U, R>(wv, w, kb0, k_end);
+        typename GemvW<WT>::Unit wv[U][R];
+        gemv_load<WT, U, R>(wv, w, kb0, k_end);
         if (M == 1) pdl_begin();
         for (int kb = kb0; kb < k_end; kb += 32 * U) {
-            if (kb != kb0) gemv_load<U, R>(wv, w, kb, k_end);
+            if (kb != kb0) gemv_load<WT, U, R>(wv, w, kb, k_end);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int k8 = kb + 32 * u;
@@ -162,7 +186,7 @@ __device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* cons
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         float wf[8];
-                        bf16x8_to_f32(wv[u][r], wf);
+                        GemvW<WT>::to_f32(wv[u][r], wf);
                         acc[m][r] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w +
                                      wf[4] * b.x + wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
                     }
@@ -177,7 +201,7 @@ __device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const bf16* cons
         for (int k = k_lo + lane; k < k_end; k += 32) {
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const float wv = __bfloat162float(w[r][k]);
+                const float wv = GemvW<WT>::one(w[r][k]);
 #pragma unroll
                 for (int m = 0; m < M; m++) acc[m][r] += wv * x[(size_t)m * K + k];
             }
@@ -234,10 +258,10 @@ extern "C" __global__ void gemv_norm_stats(const float* __restrict__ x, const fl
 
 // acc[m][r] = x[m, :] . w[r][:] in thread 0 (the SwiGLU pairs need a feature's gate and up sums
 // in one thread).
-template <int M, int R>
-__device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float* __restrict__ x,
+template <typename WT, int M, int R>
+__device__ __forceinline__ void gemv_dots(const WT* const (&w)[R], const float* __restrict__ x,
                                           int K, GemvNorm norm, float (&acc)[M][R]) {
-    const GemvParts<M, R>& parts = gemv_partials<M, R>(w, x, K, norm);
+    const GemvParts<M, R>& parts = gemv_partials<WT, M, R>(w, x, K, norm);
     if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
@@ -245,22 +269,31 @@ __device__ __forceinline__ void gemv_dots(const bf16* const (&w)[R], const float
         for (int r = 0; r < R; r++) acc[m][r] = gemv_sum<M, R>(parts, m * R + r, K, norm);
 }
 
-// Features n0 .. n0 + R - 1 of one matrix; with `add`, y += the result (a residual stream).
-// Thread i writes output i, so the bias and residual reads are all in flight at once.
-template <int M, int R>
-__device__ __forceinline__ void gemv_features(const bf16* __restrict__ W,
+// An output's sum times its row's scale (fp8 weights; bf16 ones have none).
+template <typename WT>
+__device__ __forceinline__ float gemv_scale(float v, const float* __restrict__ scale, int n) {
+    return sizeof(WT) == 1 ? __fmul_rn(v, scale[n]) : v;
+}
+
+// Features n0 .. n0 + R - 1 of one matrix (`scale`: its rows' scales, fp8); with `add`, y += the
+// result (a residual stream). Thread i writes output i, so the bias and residual reads are all
+// in flight at once.
+template <typename WT, int M, int R>
+__device__ __forceinline__ void gemv_features(const WT* __restrict__ W,
+                                              const float* __restrict__ scale,
                                               const float* __restrict__ x,
                                               const float* __restrict__ bias,
                                               float* __restrict__ y, int N, int K, int n0,
                                               int add, GemvNorm norm) {
-    const bf16* w[R];
+    const WT* w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = W + (size_t)min(n0 + r, N - 1) * K;
-    const GemvParts<M, R>& parts = gemv_partials<M, R>(w, x, K, norm);
+    const GemvParts<M, R>& parts = gemv_partials<WT, M, R>(w, x, K, norm);
     for (int i = threadIdx.x; i < M * R; i += blockDim.x) {
         const int m = i / R, n = n0 + i % R;
         if (n >= N) continue;
-        const float v = gemv_sum<M, R>(parts, i, K, norm) + (bias ? bias[n] : 0.f);
+        const float v =
+            gemv_scale<WT>(gemv_sum<M, R>(parts, i, K, norm), scale, n) + (bias ? bias[n] : 0.f);
         y[(size_t)m * N + n] = add ? y[(size_t)m * N + n] + v : v;
     }
 }
@@ -279,21 +312,21 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
 #define GEMV_BOUNDS_6
 #define GEMV_BOUNDS_7
 #define GEMV_BOUNDS_8
-#define GEMV(M, R)                                                                                \
-    extern "C" __global__ void GEMV_BOUNDS(M)                                                     \
-        gemv_bf16_##M##_##R(const bf16* __restrict__ W, const float* __restrict__ x,              \
-                            const float* __restrict__ bias, float* __restrict__ y, int N, int K,  \
-                            int add) {                                                            \
+#define GEMV(T, M, R)                                                                             \
+    extern "C" __global__ void GEMV_BOUNDS(M) gemv_##T##_##M##_##R(                              \
+        const T* __restrict__ W, const float* __restrict__ scale, const float* __restrict__ x,    \
+        const float* __restrict__ bias, float* __restrict__ y, int N, int K, int add) {           \
         if (M > 1) pdl_begin();                                                                   \
         const int n0 = gemv_group() * R;                                                           \
         const GemvNorm none{nullptr, 0.f, nullptr};                                               \
-        if (n0 < N) gemv_features<M, R>(W, x, bias, y, N, K, n0, add, none);                      \
+        if (n0 < N) gemv_features<T, M, R>(W, scale, x, bias, y, N, K, n0, add, none);            \
         else if (M == 1) pdl_begin();                                                             \
     }                                                                                             \
     /* Features [0, N0) of matrix 0, then N1 of matrix 1, then N2 of matrix 2; R divides N0, N1 */\
-    /* With g or inv, the RMS norm before it (GemvNorm). */                                       \
-    extern "C" __global__ void GEMV_BOUNDS(M) gemv3_bf16_##M##_##R(                              \
-        const bf16* __restrict__ W0, const bf16* __restrict__ W1, const bf16* __restrict__ W2,    \
+    /* With g or inv, the RMS norm before it (GemvNorm). s_i: matrix i's row scales (fp8). */     \
+    extern "C" __global__ void GEMV_BOUNDS(M) gemv3_##T##_##M##_##R(                             \
+        const T* __restrict__ W0, const T* __restrict__ W1, const T* __restrict__ W2,             \
+        const float* __restrict__ s0, const float* __restrict__ s1, const float* __restrict__ s2, \
         const float* __restrict__ x, const float* __restrict__ b0, const float* __restrict__ b1,  \
         const float* __restrict__ b2, float* __restrict__ y0, float* __restrict__ y1,             \
         float* __restrict__ y2, int N0, int N1, int N2, int K, const float* __restrict__ g,       \
@@ -301,17 +334,19 @@ __device__ __forceinline__ int gemv_group() { return blockIdx.x; }
         if (M > 1) pdl_begin();                                                                   \
         const GemvNorm nm{g, eps, inv};                                                           \
         int n0 = gemv_group() * R;                                                                 \
-        if (n0 < N0) return gemv_features<M, R>(W0, x, b0, y0, N0, K, n0, 0, nm);                 \
+        if (n0 < N0) return gemv_features<T, M, R>(W0, s0, x, b0, y0, N0, K, n0, 0, nm);          \
         n0 -= N0;                                                                                 \
-        if (n0 < N1) return gemv_features<M, R>(W1, x, b1, y1, N1, K, n0, 0, nm);                 \
+        if (n0 < N1) return gemv_features<T, M, R>(W1, s1, x, b1, y1, N1, K, n0, 0, nm);          \
         n0 -= N1;                                                                                 \
-        if (n0 < N2) gemv_features<M, R>(W2, x, b2, y2, N2, K, n0, 0, nm);                        \
+        if (n0 < N2) gemv_features<T, M, R>(W2, s2, x, b2, y2, N2, K, n0, 0, nm);                 \
         else if (M == 1) pdl_begin();                                                             \
     }
 // The SwiGLU variant reads 2R rows per warp, so it comes in R = 1, 2 and 4.
-template <int M, int R>
-__device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
-                                                 const bf16* __restrict__ Wu,
+template <typename WT, int M, int R>
+__device__ __forceinline__ void gemv_swiglu_body(const WT* __restrict__ Wg,
+                                                 const WT* __restrict__ Wu,
+                                                 const float* __restrict__ sg,
+                                                 const float* __restrict__ su,
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y, int N, int K,
                                                  GemvNorm norm) {
@@ -320,40 +355,65 @@ __device__ __forceinline__ void gemv_swiglu_body(const bf16* __restrict__ Wg,
         if (M == 1) pdl_begin();
         return;
     }
-    const bf16* w[2 * R];
+    const WT* w[2 * R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         w[r] = Wg + (size_t)min(n0 + r, N - 1) * K;
         w[R + r] = Wu + (size_t)min(n0 + r, N - 1) * K;
     }
     float acc[M][2 * R];
-    gemv_dots<M, 2 * R>(w, x, K, norm, acc);
+    gemv_dots<WT, M, 2 * R>(w, x, K, norm, acc);
     if (threadIdx.x != 0) return;
 #pragma unroll
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int n = n0 + r;
-            const float g = acc[m][r];
-            if (n < N) y[(size_t)m * N + n] = g / (1.f + expf(-g)) * acc[m][R + r];
+            if (n >= N) continue;
+            const float g = gemv_scale<WT>(acc[m][r], sg, n);
+            y[(size_t)m * N + n] = g / (1.f + expf(-g)) * gemv_scale<WT>(acc[m][R + r], su, n);
         }
 }
 
-#define GEMV_SWIGLU(M, R)                                                                         \
-    extern "C" __global__ void GEMV_BOUNDS(M) gemv_swiglu_bf16_##M##_##R(                        \
-        const bf16* __restrict__ Wg, const bf16* __restrict__ Wu, const float* __restrict__ x,    \
-        float* __restrict__ y, int N, int K, const float* __restrict__ g, float eps,              \
-        const float* __restrict__ inv) {                                                          \
+#define GEMV_SWIGLU(T, M, R)                                                                      \
+    extern "C" __global__ void GEMV_BOUNDS(M) gemv_swiglu_##T##_##M##_##R(                       \
+        const T* __restrict__ Wg, const T* __restrict__ Wu, const float* __restrict__ sg,         \
+        const float* __restrict__ su, const float* __restrict__ x, float* __restrict__ y, int N,  \
+        int K, const float* __restrict__ g, float eps, const float* __restrict__ inv) {           \
         if (M > 1) pdl_begin();                                                                   \
-        gemv_swiglu_body<M, R>(Wg, Wu, x, y, N, K, GemvNorm{g, eps, inv});                        \
+        gemv_swiglu_body<T, M, R>(Wg, Wu, sg, su, x, y, N, K, GemvNorm{g, eps, inv});             \
     }
-#define GEMV_R(M) \
-    GEMV(M, 1) GEMV(M, 2) GEMV(M, 4) GEMV(M, 8) GEMV_SWIGLU(M, 1) GEMV_SWIGLU(M, 2) GEMV_SWIGLU(M, 4)
-GEMV_R(1)
-GEMV_R(2)
-GEMV_R(3)
-GEMV_R(4)
-GEMV_R(5)
-GEMV_R(6)
-GEMV_R(7)
-GEMV_R(8)
+#define GEMV_R(T, M)                                                                            \
+    GEMV(T, M, 1) GEMV(T, M, 2) GEMV(T, M, 4) GEMV(T, M, 8) GEMV_SWIGLU(T, M, 1)                 \
+        GEMV_SWIGLU(T, M, 2) GEMV_SWIGLU(T, M, 4)
+#define GEMV_TYPES(M) GEMV_R(bf16, M) GEMV_R(fp8, M)
+GEMV_TYPES(1)
+GEMV_TYPES(2)
+GEMV_TYPES(3)
+GEMV_TYPES(4)
+GEMV_TYPES(5)
+GEMV_TYPES(6)
+GEMV_TYPES(7)
+GEMV_TYPES(8)
+
+// An fp8 matrix [rows, cols] (cols % 8 == 0) as bf16: each value times its row's scale, rounded
+// to bf16 (for cuBLASLt past GEMV_MAX_ROWS rows). A thread an 8-value unit.
+extern "C" __global__ void fp8_rows_to_bf16(const fp8* __restrict__ w,
+                                            const float* __restrict__ scale,
+                                            bf16* __restrict__ out, long long units, int cols) {
+    pdl_begin();
+    const int per_row = cols >> 3;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < units;
+         i += (long long)gridDim.x * blockDim.x) {
+        float f[8];
+        fp8x8_to_f32(ldg_stream8(reinterpret_cast<const uint2*>(w) + i), f);
+        const float s = scale[i / per_row];
+        uint32_t p[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const __nv_bfloat162 v = __floats2bfloat162_rn(f[2 * j] * s, f[2 * j + 1] * s);
+            p[j] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+        reinterpret_cast<uint4*>(out)[i] = make_uint4(p[0], p[1], p[2], p[3]);
+    }
+}

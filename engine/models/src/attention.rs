@@ -63,12 +63,12 @@ impl<W> Gqa<W> {
         } else {
             None
         };
-        let [q, k, v] = l.group([
+        let [q, k, v] = l.linear_group([
             (p("q_proj.weight"), [q_dim, h]),
             (p("k_proj.weight"), [kv_dim, h]),
             (p("v_proj.weight"), [kv_dim, h]),
         ])?;
-        let o = l.up(&p("o_proj.weight"), &[h, q_dim])?;
+        let o = l.linear(&p("o_proj.weight"), &[h, q_dim])?;
         Ok(Gqa {
             q,
             k,

@@ -75,8 +75,17 @@ pub struct Decoder<B: Backend> {
 }
 
 impl<B: Backend> Decoder<B> {
-    pub fn load(backend: &B, src: &dyn WeightSource, arch: Arch) -> Result<Self, LoadError> {
-        let l = Load { b: backend, src };
+    pub fn load(
+        backend: &B,
+        src: &dyn WeightSource,
+        arch: Arch,
+        fp8: bool,
+    ) -> Result<Self, LoadError> {
+        let l = Load {
+            b: backend,
+            src,
+            fp8,
+        };
         let cfg = src.config();
         if let Some(act) = cfg.hidden_act.as_deref().filter(|a| *a != "silu") {
             return Err(LoadError::Unsupported {

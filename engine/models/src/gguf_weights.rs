@@ -192,10 +192,12 @@ fn unpermute_rows(w: &mut HostWeight, heads: usize) {
     let row_bytes = match &w.data {
         WeightData::F32(_) => w.cols() * 4,
         WeightData::Ggml { ty, .. } => ty.bytes_for(w.cols()),
+        WeightData::Fp8 { .. } => unreachable!("a GGUF file's tensors are never fp8 here"),
     };
     let src: Vec<u8> = match &w.data {
         WeightData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         WeightData::Ggml { bytes, .. } => bytes.to_vec(),
+        WeightData::Fp8 { .. } => unreachable!("a GGUF file's tensors are never fp8 here"),
     };
     let mut dst = vec![0u8; src.len()];
     for h in 0..heads {
@@ -218,6 +220,7 @@ fn unpermute_rows(w: &mut HostWeight, heads: usize) {
             ty: *ty,
             bytes: dst.into(),
         },
+        WeightData::Fp8 { .. } => unreachable!("a GGUF file's tensors are never fp8 here"),
     };
 }
 
@@ -255,7 +258,7 @@ mod tests {
         unpermute_rows(&mut w, heads);
         match w.data {
             WeightData::F32(v) => assert_eq!(v, hf),
-            WeightData::Ggml { .. } => unreachable!(),
+            WeightData::Ggml { .. } | WeightData::Fp8 { .. } => unreachable!(),
         }
     }
 }

@@ -27,6 +27,16 @@ pub fn rows(w: &HostWeight, name: &str, ranges: &[std::ops::Range<usize>]) -> Ho
                     .into(),
             }
         }
+        WeightData::Fp8 { bytes, scales } => WeightData::Fp8 {
+            bytes: ranges
+                .iter()
+                .flat_map(|r| bytes[r.start * cols..r.end * cols].iter().copied())
+                .collect(),
+            scales: ranges
+                .iter()
+                .flat_map(|r| scales[r.clone()].iter().copied())
+                .collect(),
+        },
     };
     HostWeight {
         name: name.to_owned(),
@@ -43,6 +53,9 @@ pub fn to_f32(w: &HostWeight) -> Vec<f32> {
             let mut out = vec![0f32; w.rows() * w.cols()];
             hearth_backend::quant::dequantize_row(*ty, bytes, &mut out);
             out
+        }
+        WeightData::Fp8 { bytes, scales } => {
+            hearth_backend::quant::fp8::dequantize_rows(bytes, scales, w.cols())
         }
     }
 }

@@ -11,6 +11,9 @@ use crate::LoadError;
 pub struct Load<'a, B: Backend> {
     pub b: &'a B,
     pub src: &'a dyn WeightSource,
+    /// Quantize the linear layers' matrices to fp8 e4m3 with a scale a row as they load
+    /// (`LoadOptions::fp8`).
+    pub fp8: bool,
 }
 
 impl<B: Backend> Load<'_, B> {
@@ -34,23 +37,41 @@ impl<B: Backend> Load<'_, B> {
         Ok(self.b.upload(w)?)
     }
 
-    /// Weights read together, uploaded together (a backend may fuse their matmuls).
-    pub fn group<const N: usize>(
+    /// Weights read together, uploaded together (a MoE layer's experts, stored back to back; a
+    /// backend may fuse their matmuls).
+    pub fn group_vec(&self, parts: &[(String, [usize; 2])]) -> Result<Vec<B::Weight>, LoadError> {
+        self.upload_group(parts, false)
+    }
+
+    /// A linear layer's matrix: `up`, quantized to fp8 first when the load asks for it.
+    pub fn linear(&self, name: &str, shape: &[usize]) -> Result<B::Weight, LoadError> {
+        let w = self.host(name, shape)?;
+        self.up_host(if self.fp8 { w.to_fp8() } else { w })
+    }
+
+    /// Linear layers' matrices read together (`group_vec`), quantized as `linear`.
+    pub fn linear_group<const N: usize>(
         &self,
         parts: [(String, [usize; 2]); N],
     ) -> Result<[B::Weight; N], LoadError> {
         Ok(self
-            .group_vec(&parts)?
+            .upload_group(&parts, self.fp8)?
             .try_into()
             .unwrap_or_else(|_| panic!("upload_group returns one weight per input")))
     }
 
-    /// `group` over any number of weights (a MoE layer's experts, stored back to back).
-    pub fn group_vec(&self, parts: &[(String, [usize; 2])]) -> Result<Vec<B::Weight>, LoadError> {
+    fn upload_group(
+        &self,
+        parts: &[(String, [usize; 2])],
+        fp8: bool,
+    ) -> Result<Vec<B::Weight>, LoadError> {
         let ws = parts
             .iter()
-            .map(|(name, shape)| self.host(name, shape))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(name, shape)| {
+                let w = self.host(name, shape)?;
+                Ok(if fp8 { w.to_fp8() } else { w })
+            })
+            .collect::<Result<Vec<_>, LoadError>>()?;
         let up = self.b.upload_group(ws)?;
         assert_eq!(
             up.len(),
@@ -63,11 +84,11 @@ impl<B: Backend> Load<'_, B> {
     /// A SwiGLU MLP's gate, up and down projections under `prefix` (`...mlp`).
     pub fn mlp(&self, prefix: &str, inter: usize) -> Result<[B::Weight; 3], LoadError> {
         let h = self.cfg().hidden_size;
-        let [gate, up] = self.group([
+        let [gate, up] = self.linear_group([
             (format!("{prefix}.gate_proj.weight"), [inter, h]),
             (format!("{prefix}.up_proj.weight"), [inter, h]),
         ])?;
-        let down = self.up(&format!("{prefix}.down_proj.weight"), &[h, inter])?;
+        let down = self.linear(&format!("{prefix}.down_proj.weight"), &[h, inter])?;
         Ok([gate, up, down])
     }
 }

@@ -28,5 +28,7 @@ pub mod source;
 pub use batch::ForwardBatch;
 pub use error::LoadError;
 pub use gguf_weights::GgufWeights;
-pub use model::{load_model, CausalLm, ModelInfo, SUPPORTED_ARCHITECTURES};
+pub use model::{
+    load_model, load_model_with, CausalLm, LoadOptions, ModelInfo, SUPPORTED_ARCHITECTURES,
+};
 pub use source::{open, WeightSource};

@@ -85,10 +85,28 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "DeepseekV3ForCausalLM",
 ];
 
+/// How to load a checkpoint beyond what it says itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Quantize the linear layers' matrices (attention and MLP projections; not the embedding
+    /// or the LM head) to fp8 e4m3 with a scale a row as they load (vLLM's online
+    /// `--quantization fp8`). Dense architectures from safetensors only.
+    pub fp8: bool,
+}
+
 /// Builds the model for `src`'s architecture, or says which architectures are supported.
 pub fn load_model<B: Backend + 'static>(
     backend: &B,
     src: &dyn WeightSource,
+) -> Result<Box<dyn CausalLm<B>>, LoadError> {
+    load_model_with(backend, src, LoadOptions::default())
+}
+
+/// `load_model` with `opts`.
+pub fn load_model_with<B: Backend + 'static>(
+    backend: &B,
+    src: &dyn WeightSource,
+    opts: LoadOptions,
 ) -> Result<Box<dyn CausalLm<B>>, LoadError> {
     let cfg = src.config();
     check_supported(src.path(), cfg)?;
@@ -103,7 +121,23 @@ pub fn load_model<B: Backend + 'static>(
         "DeepseekV3ForCausalLM" => crate::deepseek_v3::arch(path, cfg)?,
         other => return Err(unsupported(path, other)),
     };
-    Ok(Box::new(Decoder::load(backend, src, arch)?))
+    if opts.fp8 {
+        let dense = arch.moe.is_none() && !matches!(arch.attention, crate::decoder::AttnArch::Mla);
+        if !dense || src.gguf().is_some() {
+            return Err(LoadError::Unsupported {
+                path: path.to_path_buf(),
+                what: format!(
+                    "engine.quantization fp8 for {} from {}",
+                    cfg.architecture(),
+                    src.describe()
+                ),
+                supported: "fp8 quantizes the dense architectures (LlamaForCausalLM, \
+                            Qwen2ForCausalLM, Qwen3ForCausalLM) from unquantized safetensors"
+                    .into(),
+            });
+        }
+    }
+    Ok(Box::new(Decoder::load(backend, src, arch, opts.fp8)?))
 }
 
 /// Fails at once, naming the architecture or weight format and listing what is supported.

@@ -159,14 +159,15 @@ pub fn load(req: &LoadRequest) -> Result<Loaded, RuntimeError> {
 }
 
 fn check_request(req: &LoadRequest) -> Result<(), RuntimeError> {
-    if let Some(q) = req.quantization {
-        return Err(RuntimeError::Unsupported(format!(
-            "engine.quantization {}: this build runs unquantized safetensors and GGUF blocks only \
-             (supported: none, gguf)",
+    match req.quantization {
+        None | Some(Quantization::Fp8) => Ok(()),
+        Some(q) => Err(RuntimeError::Unsupported(format!(
+            "engine.quantization {}: this build runs checkpoints as they are (unquantized \
+             safetensors, GGUF blocks) or quantizes a dense model's linear layers to fp8 as it \
+             loads (supported: none, fp8)",
             q.as_str()
-        )));
+        ))),
     }
-    Ok(())
 }
 
 /// Loads onto a given backend.
@@ -186,7 +187,10 @@ pub fn load_on<B: DeviceBackend>(
     let t = Instant::now();
     let src = hearth_models::open(&path)?;
     info!(format = %src.describe(), "opened checkpoint");
-    let model = hearth_models::load_model(&backend, src.as_ref())?;
+    let opts = hearth_models::LoadOptions {
+        fp8: req.quantization == Some(Quantization::Fp8),
+    };
+    let model = hearth_models::load_model_with(&backend, src.as_ref(), opts)?;
     let info = model.info();
     phases.push(("load_weights".to_owned(), t.elapsed().as_secs_f64()));
     info!(

@@ -193,6 +193,18 @@ impl Backend for CpuBackend {
                 }
                 Ok(CpuWeight::F32 { rows, cols, data })
             }
+            WeightData::Fp8 { bytes, scales } => {
+                if bytes.len() != rows * cols || scales.len() != rows {
+                    return Err(bad(format!(
+                        "{} fp8 values and {} scales for shape {:?}",
+                        bytes.len(),
+                        scales.len(),
+                        w.shape
+                    )));
+                }
+                let data = crate::quant::fp8::dequantize_rows(&bytes, &scales, cols);
+                Ok(CpuWeight::F32 { rows, cols, data })
+            }
             WeightData::Ggml { ty, bytes } => {
                 if cols % ty.block_elems() != 0 || bytes.len() != rows * ty.bytes_for(cols) {
                     return Err(bad(format!(

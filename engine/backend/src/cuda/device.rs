@@ -62,6 +62,7 @@ impl CudaBackend {
             step: step::Staging::default(),
             scratch: None,
             fused: None,
+            dequant: None,
             attn_parts: None,
             moe: None,
             moe_grouped: None,

@@ -59,12 +59,14 @@ pub struct Kernels {
     attn_prefill_tc: [[[CudaFunction; 2]; 2]; 2],
     argmax_rows: CudaFunction,
     sample_rows: CudaFunction,
-    /// `gemv[(M - 1) * 4 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per block;
-    /// `gemv3` the same for up to three matrices at once.
-    gemv: Vec<CudaFunction>,
-    gemv3: Vec<CudaFunction>,
-    /// `gemv_swiglu[(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
-    gemv_swiglu: Vec<CudaFunction>,
+    /// `gemv[t][(M - 1) * 4 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per
+    /// block of weights of type t (0 bf16, 1 fp8 with a scale a row); `gemv3` the same for up
+    /// to three matrices at once.
+    gemv: [Vec<CudaFunction>; 2],
+    gemv3: [Vec<CudaFunction>; 2],
+    /// `gemv_swiglu[t][(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
+    gemv_swiglu: [Vec<CudaFunction>; 2],
+    fp8_rows_to_bf16: CudaFunction,
     rope_write_kv: [CudaFunction; 2],
     /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
     /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
@@ -151,6 +153,28 @@ pub(super) fn norm_threads(n: usize) -> u32 {
 }
 
 /// Grid for a grid-stride elementwise kernel over `n` values.
+/// The GEMV kernels `{prefix}_{M}_{R}` for M = 1..=GEMV_MAX_ROWS and R in GEMV_FEATURES_PER_BLOCK.
+fn gemv_table(
+    prefix: &str,
+    f: &impl Fn(&str) -> Result<CudaFunction, BackendError>,
+) -> Result<Vec<CudaFunction>, BackendError> {
+    (1..=GEMV_MAX_ROWS)
+        .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
+        .map(|(m, r)| f(&format!("{prefix}_{m}_{r}")))
+        .collect()
+}
+
+/// The SwiGLU GEMV kernels `{prefix}_{M}_{R}` for R in GEMV_SWIGLU_FEATURES.
+fn swiglu_table(
+    prefix: &str,
+    f: &impl Fn(&str) -> Result<CudaFunction, BackendError>,
+) -> Result<Vec<CudaFunction>, BackendError> {
+    (1..=GEMV_MAX_ROWS)
+        .flat_map(|m| GEMV_SWIGLU_FEATURES.map(|r| (m, r)))
+        .map(|(m, r)| f(&format!("{prefix}_{m}_{r}")))
+        .collect()
+}
+
 fn flat(n: usize) -> LaunchConfig {
     cfg(((n.div_ceil(256)).clamp(1, 65_535) as u32, 1), 256)
 }
@@ -240,18 +264,13 @@ impl Kernels {
             ],
             argmax_rows: f("argmax_rows")?,
             sample_rows: f("sample_rows")?,
-            gemv: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
-                .map(|(m, r)| f(&format!("gemv_bf16_{m}_{r}")))
-                .collect::<Result<_, _>>()?,
-            gemv3: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
-                .map(|(m, r)| f(&format!("gemv3_bf16_{m}_{r}")))
-                .collect::<Result<_, _>>()?,
-            gemv_swiglu: (1..=GEMV_MAX_ROWS)
-                .flat_map(|m| GEMV_SWIGLU_FEATURES.map(|r| (m, r)))
-                .map(|(m, r)| f(&format!("gemv_swiglu_bf16_{m}_{r}")))
-                .collect::<Result<_, _>>()?,
+            gemv: [gemv_table("gemv_bf16", &f)?, gemv_table("gemv_fp8", &f)?],
+            gemv3: [gemv_table("gemv3_bf16", &f)?, gemv_table("gemv3_fp8", &f)?],
+            gemv_swiglu: [
+                swiglu_table("gemv_swiglu_bf16", &f)?,
+                swiglu_table("gemv_swiglu_fp8", &f)?,
+            ],
+            fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: [
                 [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],
@@ -497,6 +516,27 @@ impl Kernels {
 
     pub fn f32_to_bf16(&self, x: u64, y: u64, n: usize) -> Result<(), BackendError> {
         launch!(self, f32_to_bf16, flat(n), x, y, n)
+    }
+
+    /// out[rows, cols] (bf16) = w (fp8 e4m3) times each row's scale; cols % 8 == 0.
+    pub fn fp8_rows_to_bf16(
+        &self,
+        (w, scales, out): (u64, u64, u64),
+        (rows, cols): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(cols.is_multiple_of(8), "fp8 matrices have cols % 8 == 0");
+        let units = (rows * cols / 8) as i64;
+        let cols_i = cols as i32;
+        launch!(
+            self,
+            fp8_rows_to_bf16,
+            flat(units as usize),
+            w,
+            scales,
+            out,
+            units,
+            cols_i
+        )
     }
 
     /// Splits `rows` rows of a fused projection y[rows, n0 + n1 + n2] into outs[i] = (y_i, bias_i

@@ -1,6 +1,8 @@
 //! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, cuBLASLt past them, with the fused
 //! Q/K/V and gate/up forms (one read of weights stored back to back), and those two GEMVs taking
 //! the RMS norm before them (folded into one-row launches, through gemv_norm_stats for more).
+//! fp8 matrices take the fp8 GEMVs, and past GEMV_MAX_ROWS are dequantized to bf16 for
+//! cuBLASLt (`bf16_weights`).
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
@@ -59,6 +61,7 @@ impl CudaBackend {
         else {
             panic!("linear weight must be a matrix");
         };
+        let scales = w.scales();
         let m = prefill.len();
         debug_assert_eq!(x.len, m * k);
         let y = if add {
@@ -72,10 +75,12 @@ impl CudaBackend {
         let bias_ptr = bias.map_or(0, |b| b.ptr());
         let r = if m <= GEMV_MAX_ROWS {
             let xp = x.f32("linear (gemv)");
-            self.kernels.gemv(ptr, xp, bias_ptr, y, (m, n, k), add)
+            self.kernels
+                .gemv((ptr, scales), xp, bias_ptr, y, (m, n, k), add)
         } else {
             let mode = if add { Out::AddF32 } else { Out::F32 };
-            self.gemm_as(ptr, x, y, (m, n, k), mode)
+            self.bf16_weights((ptr, scales), (n, k))
+                .and_then(|w| self.gemm_as(w, x, y, (m, n, k), mode))
                 .and_then(|_| match bias {
                     Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
                     None => Ok(()),
@@ -118,7 +123,10 @@ impl CudaBackend {
                 dst[i] = (out.ptr, biases.map_or(0, |b| b[i].ptr()), shapes[i].1);
             }
             let r = fused
-                .and_then(|f| self.gemm(w, x, f, (m, n, k)))
+                .and_then(|f| {
+                    let w = self.bf16_weights((w, ws[0].scales()), (n, k))?;
+                    self.gemm(w, x, f, (m, n, k))
+                })
                 .and_then(|f| self.kernels.split_qkv(f, dst, m));
             return self.finish("linear qkv (cuBLASLt, fused)", t0, r);
         }
@@ -195,9 +203,10 @@ impl CudaBackend {
             mats[i] = (w, bias, out.ptr, n);
             k = cols;
         }
+        let scales = ws.map(|w| w.scales());
         let r = self
             .kernels
-            .gemv3(x.f32("linear_qkv (gemv)"), mats, (m, k), norm);
+            .gemv3(x.f32("linear_qkv (gemv)"), mats, scales, (m, k), norm);
         let op = match norm {
             GemvNorm::Fold { .. } => "rms_norm + linear qkv (gemv)",
             _ => "linear qkv (gemv)",
@@ -231,6 +240,7 @@ impl CudaBackend {
         let r = self.kernels.gemv3(
             x.f32("linear_pair (gemv)"),
             mats,
+            [ws[0].scales(), ws[1].scales(), 0],
             (m, shapes[0].2),
             GemvNorm::None,
         );
@@ -265,7 +275,10 @@ impl CudaBackend {
             self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
-                .and_then(|f| self.gemm_as(w, x, f, (m, n2, *k), Out::Bf16))
+                .and_then(|f| {
+                    let w = self.bf16_weights((w, gate.scales()), (n2, *k))?;
+                    self.gemm_as(w, x, f, (m, n2, *k), Out::Bf16)
+                })
                 .and_then(|f| {
                     self.kernels
                         .silu_mul_pair((f, out.ptr), (m, *n), (true, true))
@@ -278,8 +291,10 @@ impl CudaBackend {
             self.ensure_as(out, m * n, true);
             let half = (m * n * 4) as u64;
             let r = self.fused_buf(2 * m * n).and_then(|f| {
-                self.gemm(*g, x, f, (m, *n, *k))?;
-                self.gemm(*u, x, f + half, (m, *n, *k))?;
+                let gw = self.bf16_weights((*g, gate.scales()), (*n, *k))?;
+                self.gemm(gw, x, f, (m, *n, *k))?;
+                let uw = self.bf16_weights((*u, up.scales()), (*n, *k))?;
+                self.gemm(uw, x, f + half, (m, *n, *k))?;
                 self.kernels.silu_mul((f, f + half, out.ptr), m * n, true)
             });
             return self.finish("linear swiglu (cuBLASLt)", t0, r);
@@ -324,6 +339,7 @@ impl CudaBackend {
         self.ensure(out, m * n);
         let r = self.kernels.gemv_swiglu(
             (g, u),
+            (gate.scales(), up.scales()),
             x.f32("linear_swiglu (gemv)"),
             out.ptr,
             (m, n, k),

@@ -58,6 +58,8 @@ struct State {
     scratch: Option<(CudaSlice<u8>, u64)>,
     /// A fused GEMM's output (Q/K/V, gate/up) before the next kernel splits or combines it.
     fused: Option<(CudaSlice<u8>, u64)>,
+    /// An fp8 matrix dequantized to bf16 for cuBLASLt (`bf16_weights`).
+    dequant: Option<(CudaSlice<u8>, u64)>,
     /// Pinned staging for weight uploads, made on the first upload.
     uploader: Option<upload::Uploader>,
     /// The decode attention kernel's split buffer.
@@ -363,6 +365,13 @@ impl Backend for CudaBackend {
 
     fn describe(&self, w: &CudaWeight) -> String {
         match w {
+            CudaWeight::Matrix {
+                fp8_scales: Some(_),
+                ..
+            } => format!(
+                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), dequantized to \
+                 bf16 for cuBLASLt bf16 x bf16 -> f32 (more rows)"
+            ),
             CudaWeight::Matrix { .. } => format!(
                 "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
                 if self.kernels.ring_launches().is_some() {

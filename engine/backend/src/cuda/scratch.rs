@@ -46,6 +46,28 @@ impl CudaBackend {
         self.fixed_buf(|st| &mut st.fused, floats * 4)
     }
 
+    /// The buffer an fp8 matrix of `values` values is dequantized into as bf16 for cuBLASLt
+    /// (`bf16_weights`), grown to the largest fp8 upload group as the weights load.
+    pub(super) fn dequant_buf(&self, values: usize) -> Result<u64, BackendError> {
+        self.fixed_buf(|st| &mut st.dequant, values * 2)
+    }
+
+    /// A matrix as bf16 for cuBLASLt: its own address, or for fp8 (`scales` nonzero) its values
+    /// times their row's scale, rounded to bf16, in the dequantization buffer.
+    pub(super) fn bf16_weights(
+        &self,
+        (w, scales): (u64, u64),
+        (rows, cols): (usize, usize),
+    ) -> Result<u64, BackendError> {
+        if scales == 0 {
+            return Ok(w);
+        }
+        let out = self.dequant_buf(rows * cols)?;
+        self.kernels
+            .fp8_rows_to_bf16((w, scales, out), (rows, cols))?;
+        Ok(out)
+    }
+
     /// The address of the first `n` values of x as bf16: x's own when it is bf16, else a copy
     /// in the scratch buffer.
     pub(super) fn bf16_copy(&self, x: &CudaBuf, n: usize) -> Result<u64, BackendError> {

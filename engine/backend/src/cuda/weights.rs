@@ -1,7 +1,8 @@
 //! Weights on the device: matrices in bf16 (bf16 checkpoints copied as they are, other formats
-//! converted on the host first), norms and biases in f32. Matrices uploaded as a group (a
-//! layer's Q, K and V; gate and up) share one allocation, back to back, so that `contiguous`
-//! lets a matmul read them as one matrix.
+//! converted on the host first) or fp8 e4m3 with an f32 scale a row (`quant::fp8`), norms and
+//! biases in f32. Matrices uploaded as a group (a layer's Q, K and V; gate and up) share one
+//! allocation, back to back (an fp8 group's scales after its values, back to back too), so that
+//! `contiguous` lets a matmul read them as one matrix.
 
 use std::sync::Arc;
 
@@ -11,15 +12,17 @@ use half::{bf16, f16};
 use super::{upload, CudaBackend};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
-/// A weight on the device: matrices in bf16, vectors (norms, biases) in f32.
+/// A weight on the device: matrices in bf16 or fp8, vectors (norms, biases) in f32.
 pub enum CudaWeight {
     Matrix {
-        /// The allocation holding the bf16 values (row-major) at `ptr`: the matrix's own, or
-        /// one shared with the rest of its `upload_group`, back to back.
+        /// The allocation holding the values (row-major) at `ptr`: the matrix's own, or one
+        /// shared with the rest of its `upload_group`, back to back.
         _data: Arc<CudaSlice<u8>>,
         ptr: u64,
         rows: usize,
         cols: usize,
+        /// fp8 e4m3 values with one f32 scale a row at this address; bf16 values when `None`.
+        fp8_scales: Option<u64>,
     },
     Vector {
         data: CudaSlice<f32>,
@@ -50,15 +53,28 @@ impl CudaWeight {
             CudaWeight::Vector { .. } => None,
         }
     }
+
+    /// The row scales of an fp8 matrix (0 for a bf16 one, as the GEMV kernels take it).
+    pub(super) fn scales(&self) -> u64 {
+        match *self {
+            CudaWeight::Matrix { fp8_scales, .. } => fp8_scales.unwrap_or(0),
+            CudaWeight::Vector { .. } => 0,
+        }
+    }
 }
 
-/// Whether `ws` are matrices of one width stored back to back (an `upload_group`): then they
-/// are one matrix of their summed heights at the first one's address.
+/// Whether `ws` are matrices of one width and format stored back to back (an `upload_group`):
+/// then they are one matrix of their summed heights at the first one's address (an fp8 group's
+/// scales, back to back too, at the first one's `scales`).
 pub(super) fn contiguous(ws: &[&CudaWeight]) -> Option<(u64, usize, usize)> {
     let (ptr, mut rows, cols) = ws.first()?.matrix()?;
+    let scales = ws[0].scales();
+    let elem = if scales == 0 { 2 } else { 1 };
     for w in &ws[1..] {
         let (p, r, c) = w.matrix()?;
-        if c != cols || p != ptr + (rows * cols * 2) as u64 {
+        let s = w.scales();
+        let scales_follow = (s == 0) == (scales == 0) && (s == 0 || s == scales + rows as u64 * 4);
+        if c != cols || p != ptr + (rows * cols * elem) as u64 || !scales_follow {
             return None;
         }
         rows += r;
@@ -77,6 +93,12 @@ impl CudaBackend {
                 bytes,
             } => std::borrow::Cow::Borrowed(&bytes[..]),
             WeightData::F32(v) => v.iter().flat_map(|x| bf(*x)).collect(),
+            WeightData::Fp8 { bytes, scales } => {
+                crate::quant::fp8::dequantize_rows(bytes, scales, cols)
+                    .into_iter()
+                    .flat_map(bf)
+                    .collect()
+            }
             WeightData::Ggml {
                 ty: GgmlType::F16,
                 bytes,
@@ -105,11 +127,25 @@ impl CudaBackend {
     }
 
     /// Matrices uploaded back to back into one allocation (bf16 checkpoints are read in place
-    /// from their mmap; everything else is converted first).
+    /// from their mmap; everything else is converted first). fp8 matrices (all of the group or
+    /// none) keep their bytes, with their scales after them.
     pub(super) fn upload_matrices(
         &self,
         ws: &[HostWeight],
     ) -> Result<Vec<CudaWeight>, BackendError> {
+        let fp8 = ws
+            .iter()
+            .filter(|w| matches!(w.data, WeightData::Fp8 { .. }))
+            .count();
+        if fp8 > 0 {
+            if fp8 < ws.len() {
+                return Err(BackendError::Weight {
+                    name: ws[0].name.clone(),
+                    message: "an upload group mixes fp8 and other matrices".into(),
+                });
+            }
+            return self.upload_fp8(ws);
+        }
         let total: usize = ws.iter().map(|w| w.rows() * w.cols() * 2).sum();
         // SAFETY: every byte is written by the copies below before anything reads it.
         let data = Arc::new(unsafe { self.stream.alloc::<u8>(total) }?);
@@ -126,8 +162,57 @@ impl CudaBackend {
                 ptr,
                 rows: w.rows(),
                 cols: w.cols(),
+                fp8_scales: None,
             });
         }
+        Ok(out)
+    }
+
+    /// fp8 matrices back to back, then their scales back to back. The dequantization buffer
+    /// the GEMM path reads (`dequant_buf`) grows here to the group's size in bf16, so the memory
+    /// plan, made after the weights, counts it.
+    fn upload_fp8(&self, ws: &[HostWeight]) -> Result<Vec<CudaWeight>, BackendError> {
+        let values: usize = ws.iter().map(|w| w.rows() * w.cols()).sum();
+        let rows: usize = ws.iter().map(|w| w.rows()).sum();
+        let scales_at = values.next_multiple_of(256);
+        // SAFETY: every byte read is written by the copies below first (the padding between
+        // the values and the scales is never read).
+        let data = Arc::new(unsafe { self.stream.alloc::<u8>(scales_at + rows * 4) }?);
+        let base = self.dptr(&data);
+        let (mut at, mut row) = (0, 0);
+        let mut out = Vec::with_capacity(ws.len());
+        for w in ws {
+            let WeightData::Fp8 { bytes, scales } = &w.data else {
+                unreachable!("checked by upload_matrices");
+            };
+            let (r, c) = (w.rows(), w.cols());
+            if !c.is_multiple_of(8) || bytes.len() != r * c || scales.len() != r {
+                return Err(BackendError::Weight {
+                    name: w.name.clone(),
+                    message: format!(
+                        "{} fp8 values and {} scales for shape {:?} (fp8 matrices need a \
+                         multiple of 8 columns)",
+                        bytes.len(),
+                        scales.len(),
+                        w.shape
+                    ),
+                });
+            }
+            let (ptr, sp) = (base + at as u64, base + (scales_at + row * 4) as u64);
+            self.copy_to_device(ptr, bytes)?;
+            let sb: Vec<u8> = scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+            self.copy_to_device(sp, &sb)?;
+            at += r * c;
+            row += r;
+            out.push(CudaWeight::Matrix {
+                _data: data.clone(),
+                ptr,
+                rows: r,
+                cols: c,
+                fp8_scales: Some(sp),
+            });
+        }
+        self.dequant_buf(values)?;
         Ok(out)
     }
 
@@ -145,6 +230,9 @@ impl CudaBackend {
         let n = w.cols();
         let v = match &w.data {
             WeightData::F32(v) => v.clone(),
+            WeightData::Fp8 { bytes, scales } => {
+                crate::quant::fp8::dequantize_rows(bytes, scales, n)
+            }
             WeightData::Ggml { ty, bytes } => {
                 let mut v = vec![0f32; n];
                 crate::quant::dequantize_row(*ty, bytes, &mut v);

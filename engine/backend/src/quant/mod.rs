@@ -1,8 +1,9 @@
 //! GGML block formats on the CPU: dequantization (the reference), repacking into planes, and
-//! integer dot products.
+//! integer dot products; and fp8 e4m3 weights with a scale a row (`fp8`).
 
 mod dequant;
 mod dot;
+pub mod fp8;
 mod repack;
 
 pub use dequant::dequantize_row;

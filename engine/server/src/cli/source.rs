@@ -21,6 +21,10 @@ pub struct ModelArgs {
     /// Device: auto (the GPU when one is usable), cpu or cuda; overrides the spec's engine.device.
     #[arg(long)]
     device: Option<String>,
+    /// Weight quantization, as the spec's engine.quantization (none, or fp8: a dense model's
+    /// linear layers quantized as they load); overrides the spec's.
+    #[arg(long)]
+    quantization: Option<String>,
 }
 
 impl ModelArgs {
@@ -43,6 +47,17 @@ impl ModelArgs {
         if let Some(d) = &self.device {
             req.device = hearth_spec::Device::parse(d)
                 .with_context(|| format!("--device {d}: allowed values are auto, cpu, cuda"))?;
+        }
+        if let Some(q) = &self.quantization {
+            req.quantization = match q.as_str() {
+                "none" => None,
+                q => Some(hearth_spec::Quantization::parse(q).with_context(|| {
+                    format!(
+                        "--quantization {q}: allowed values are none, {}",
+                        hearth_spec::Quantization::ACCEPTED.join(", ")
+                    )
+                })?),
+            };
         }
         Ok(req)
     }

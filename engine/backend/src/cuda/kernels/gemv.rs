@@ -68,11 +68,11 @@ impl Kernels {
         Ok(GemvNorm::Scale { inv })
     }
 
-    /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k].
-    /// With `add`, y[m, n] += that instead.
+    /// y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for m < rows <= GEMV_MAX_ROWS; W bf16 [n, k], or
+    /// fp8 with row scales at `scales` (nonzero). With `add`, y[m, n] += that instead.
     pub fn gemv(
         &self,
-        w: u64,
+        (w, scales): (u64, u64),
         x: u64,
         bias: u64,
         y: u64,
@@ -98,6 +98,7 @@ impl Kernels {
         }
         let one = [(w, bias, y, n)];
         if rows == 1
+            && scales == 0
             && self.ring_gemv(
                 RingGemv {
                     mats: &one,
@@ -112,8 +113,9 @@ impl Kernels {
         }
         let per_block = GEMV_FEATURES_PER_BLOCK[ri];
         let warps = 4;
-        let mut b = self.launcher(&self.gemv[(rows - 1) * 4 + ri])?;
+        let mut b = self.launcher(&self.gemv[usize::from(scales != 0)][(rows - 1) * 4 + ri])?;
         b.arg(&w)
+            .arg(&scales)
             .arg(&x)
             .arg(&bias)
             .arg(&y)
@@ -121,18 +123,21 @@ impl Kernels {
             .arg(&k_i)
             .arg(&add_i);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
-        // SAFETY: w holds n*k bf16, x rows*k f32 (16-byte aligned arena rows), y rows*n f32, bias
-        // n f32 or 0; the arguments match gemv_bf16_M's signature.
+        // SAFETY: w holds n*k bf16 (or fp8 with n f32 scales), x rows*k f32 (16-byte aligned
+        // arena rows), y rows*n f32, bias n f32 or 0; the arguments match gemv_{bf16,fp8}_M_R's
+        // signature.
         unsafe { b.launch(c) }
     }
 
     /// The Q, K and V projections in one launch: y_i[m, n] = x[m, :] . W_i[n, :] (+ b_i[n]) for
-    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns;
-    /// after the RMS norm `norm` (see `folds_norm`).
+    /// rows <= GEMV_MAX_ROWS; `mats[i]` = (W_i, bias_i or 0, y_i, N_i), all with `k` columns,
+    /// all bf16 or all fp8 with row scales `scales[i]` (zeros for bf16); after the RMS norm
+    /// `norm` (see `folds_norm`).
     pub fn gemv3(
         &self,
         x: u64,
         mats: [(u64, u64, u64, usize); 3],
+        scales: [u64; 3],
         (rows, k): (usize, usize),
         norm: GemvNorm,
     ) -> Result<(), BackendError> {
@@ -148,7 +153,8 @@ impl Kernels {
             k,
             add: false,
         };
-        if rows == 1 && matches!(norm, GemvNorm::None) && self.ring_gemv(g, false)? {
+        let fp8 = scales[0] != 0;
+        if rows == 1 && !fp8 && matches!(norm, GemvNorm::None) && self.ring_gemv(g, false)? {
             return Ok(());
         }
         let total: usize = mats.iter().map(|m| m.3).sum();
@@ -170,23 +176,33 @@ impl Kernels {
         let warps = 4;
         let [(w0, b0, y0, n0), (w1, b1, y1, n1), (w2, b2, y2, n2)] = mats;
         let (n0, n1, n2, k) = (n0 as i32, n1 as i32, n2 as i32, k as i32);
-        let mut b = self.launcher(&self.gemv3[(rows - 1) * 4 + ri])?;
-        b.arg(&w0).arg(&w1).arg(&w2).arg(&x);
+        let [s0, s1, s2] = scales;
+        let mut b = self.launcher(&self.gemv3[usize::from(fp8)][(rows - 1) * 4 + ri])?;
+        b.arg(&w0)
+            .arg(&w1)
+            .arg(&w2)
+            .arg(&s0)
+            .arg(&s1)
+            .arg(&s2)
+            .arg(&x);
         b.arg(&b0).arg(&b1).arg(&b2).arg(&y0).arg(&y1).arg(&y2);
         b.arg(&n0).arg(&n1).arg(&n2).arg(&k);
         b.arg(&gamma).arg(&eps).arg(&inv);
         let c = cfg((total.div_ceil(per_block) as u32, 1), 32 * warps as u32);
-        // SAFETY: each W_i holds N_i * k bf16, x rows * k f32 (16-byte aligned arena rows), y_i
-        // rows * N_i f32, b_i N_i f32 or 0, gamma k f32 or 0 (k % 8 == 0 when set), inv rows f32
-        // or 0; the arguments match gemv3_bf16_M_R's signature.
+        // SAFETY: each W_i holds N_i * k bf16 (or fp8 with N_i f32 scales s_i), x rows * k f32
+        // (16-byte aligned arena rows), y_i rows * N_i f32, b_i N_i f32 or 0, gamma k f32 or 0
+        // (k % 8 == 0 when set), inv rows f32 or 0; the arguments match
+        // gemv3_{bf16,fp8}_M_R's signature.
         unsafe { b.launch(c) }
     }
 
     /// y[m, n] = silu(x[m] . Wg[n]) * (x[m] . Wu[n]) for rows <= GEMV_MAX_ROWS; Wg, Wu bf16
-    /// [n, k]; after the RMS norm `norm` (as for `gemv3`).
+    /// [n, k], or fp8 with row scales (sg, su) (zeros for bf16); after the RMS norm `norm` (as
+    /// for `gemv3`).
     pub fn gemv_swiglu(
         &self,
         (wg, wu): (u64, u64),
+        (sg, su): (u64, u64),
         x: u64,
         y: u64,
         (rows, n, k): (usize, usize, usize),
@@ -197,7 +213,9 @@ impl Kernels {
         }
         let (gamma, eps, inv) = norm_args(norm, rows, k);
         let pair = [(wg, 0, y, n), (wu, 0, 0, n)];
+        let fp8 = sg != 0;
         if rows == 1
+            && !fp8
             && matches!(norm, GemvNorm::None)
             && self.ring_gemv(
                 RingGemv {
@@ -219,13 +237,20 @@ impl Kernels {
         let per_block = GEMV_SWIGLU_FEATURES[ri];
         let warps = 4;
         let (n_i, k_i) = (n as i32, k as i32);
-        let mut b = self.launcher(&self.gemv_swiglu[(rows - 1) * 3 + ri])?;
-        b.arg(&wg).arg(&wu).arg(&x).arg(&y).arg(&n_i).arg(&k_i);
+        let mut b = self.launcher(&self.gemv_swiglu[usize::from(fp8)][(rows - 1) * 3 + ri])?;
+        b.arg(&wg)
+            .arg(&wu)
+            .arg(&sg)
+            .arg(&su)
+            .arg(&x)
+            .arg(&y)
+            .arg(&n_i)
+            .arg(&k_i);
         b.arg(&gamma).arg(&eps).arg(&inv);
         let c = cfg((n.div_ceil(per_block) as u32, 1), 32 * warps as u32);
-        // SAFETY: wg and wu hold n*k bf16, x rows*k f32, y rows*n f32, gamma k f32 or 0 (k % 8
-        // == 0 when set), inv rows f32 or 0; the arguments match gemv_swiglu_bf16_M_R's
-        // signature.
+        // SAFETY: wg and wu hold n*k bf16 (or fp8 with n f32 scales each), x rows*k f32, y
+        // rows*n f32, gamma k f32 or 0 (k % 8 == 0 when set), inv rows f32 or 0; the arguments
+        // match gemv_swiglu_{bf16,fp8}_M_R's signature.
         unsafe { b.launch(c) }
     }
 }

@@ -1,0 +1,179 @@
+//! fp8 e4m3 weights with a scale a row (`quantization: fp8`) on CUDA against the CPU backend,
+//! which dequantizes the same bytes to f32: the fp8 GEMVs (1-8 rows: one matrix, into the
+//! residual stream, Q/K/V, SwiGLU, the RMS norm folded in or from gemv_norm_stats) and, past the
+//! GEMV rows, the matrices dequantized to bf16 for cuBLASLt (fused when uploaded as a group). A
+//! row's outputs have the same bits alone and among 2-8 rows.
+//!
+//! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances: the
+//! GEMVs compute in f32 on the exact fp8 values (1e-3, summation order); past 8 rows the inputs
+//! and the dequantized weights are bf16 (8e-3).
+#![cfg(feature = "cuda")]
+#![allow(clippy::unwrap_used)]
+
+use hearth_backend::{Backend, CpuBackend, CudaBackend, HostWeight};
+
+mod common;
+use common::{batch, bf, gpu, max_rel, rand, upload};
+
+type Weights = (
+    Vec<<CpuBackend as Backend>::Weight>,
+    Vec<<CudaBackend as Backend>::Weight>,
+);
+
+/// Matrices `(rows, seed)` of `k` columns quantized to fp8, uploaded as one group on both.
+fn fp8_group(cpu: &CpuBackend, gpu: &CudaBackend, k: usize, parts: &[(usize, u64)]) -> Weights {
+    let ws: Vec<HostWeight> = parts
+        .iter()
+        .map(|&(n, seed)| HostWeight::f32("w", vec![n, k], rand(n * k, seed)).to_fp8())
+        .collect();
+    (
+        cpu.upload_group(ws.clone()).unwrap(),
+        gpu.upload_group(ws).unwrap(),
+    )
+}
+
+fn tolerance(m: usize) -> f32 {
+    if m > 8 {
+        8e-3
+    } else {
+        1e-3
+    }
+}
+
+#[test]
+fn fp8_linears_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    for (m, n, k) in [
+        (1, 96, 64),
+        (3, 40, 72),
+        (8, 4096, 128),
+        (1, 2049, 1024),
+        (5, 33, 24),
+        (9, 64, 96),
+        (64, 512, 4096),
+        (300, 128, 256),
+    ] {
+        let (wc, wg) = fp8_group(&cpu, &gpu, k, &[(n, 1)]);
+        let bias = HostWeight::f32("b", vec![n], rand(n, 2));
+        let (bc, bg) = (cpu.upload(bias.clone()).unwrap(), gpu.upload(bias).unwrap());
+        let x = rand(m * k, 3);
+        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let kinds = vec![false; m];
+        let mut oc = cpu.buf(0);
+        cpu.linear(&xc, &kinds, &wc[0], Some(&bc), &mut oc);
+        gpu.begin_step(&batch(m));
+        let xg = upload(&gpu, &x);
+        let mut og = gpu.buf(0);
+        gpu.linear(&xg, &kinds, &wg[0], Some(&bg), &mut og);
+        let d = max_rel(&gpu.to_host(&og), &oc);
+        println!("fp8 linear m={m} n={n} k={k}: max rel diff {d:.2e}");
+        assert!(d < tolerance(m), "fp8 linear m={m} n={n} k={k}: {d}");
+
+        // Into a residual stream.
+        let res = rand(m * n, 4);
+        let mut rc = res.clone();
+        cpu.linear_residual(&xc, &kinds, &wc[0], &mut rc);
+        let mut rg = upload(&gpu, &res);
+        gpu.linear_residual(&xg, &kinds, &wg[0], &mut rg);
+        let d = max_rel(&gpu.to_host(&rg), &rc);
+        println!("fp8 linear_residual m={m}: max rel diff {d:.2e}");
+        assert!(d < tolerance(m), "fp8 linear_residual m={m}: {d}");
+    }
+}
+
+#[test]
+fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new(2).unwrap();
+    let (nq, nkv, k) = (512, 128, 1024);
+    let (qkv_c, qkv_g) = fp8_group(&cpu, &gpu, k, &[(nq, 30), (nkv, 31), (nkv, 32)]);
+    let (gu_c, gu_g) = fp8_group(&cpu, &gpu, k, &[(nq, 37), (nq, 38)]);
+    let norm = HostWeight::f32("norm", vec![k], rand(k, 39));
+    let (nc, ng) = (cpu.upload(norm.clone()).unwrap(), gpu.upload(norm).unwrap());
+    let mut alone: Vec<Vec<f32>> = Vec::new();
+    for m in [1, 2, 5, 8, 12, 64] {
+        let x = rand(m * k, 36);
+        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let kinds = vec![false; m];
+        let (mut q, mut kk, mut v) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
+        cpu.linear_qkv(
+            &xc,
+            &kinds,
+            [&qkv_c[0], &qkv_c[1], &qkv_c[2]],
+            None,
+            [&mut q, &mut kk, &mut v],
+        );
+        let mut sw = cpu.buf(0);
+        cpu.linear_swiglu(&xc, &kinds, &gu_c[0], &gu_c[1], &mut sw);
+        // The same with the RMS norm before them, on the CPU as a norm then the linears.
+        let mut h = cpu.buf(0);
+        cpu.rms_norm(&x, &nc, 1e-6, &mut h);
+        let hc = if m > 8 { bf(&h) } else { h.clone() };
+        let (mut nq_c, mut nk_c, mut nv_c, mut nsw_c) =
+            (cpu.buf(0), cpu.buf(0), cpu.buf(0), cpu.buf(0));
+        cpu.linear_qkv(
+            &hc,
+            &kinds,
+            [&qkv_c[0], &qkv_c[1], &qkv_c[2]],
+            None,
+            [&mut nq_c, &mut nk_c, &mut nv_c],
+        );
+        cpu.linear_swiglu(&hc, &kinds, &gu_c[0], &gu_c[1], &mut nsw_c);
+
+        gpu.begin_step(&batch(m));
+        let xg = upload(&gpu, &x);
+        let (mut qg, mut kg, mut vg) = (gpu.buf(0), gpu.buf(0), gpu.buf(0));
+        gpu.linear_qkv(
+            &xg,
+            &kinds,
+            [&qkv_g[0], &qkv_g[1], &qkv_g[2]],
+            None,
+            [&mut qg, &mut kg, &mut vg],
+        );
+        let mut swg = gpu.buf(0);
+        gpu.linear_swiglu(&xg, &kinds, &gu_g[0], &gu_g[1], &mut swg);
+        let (mut hg, mut hg2) = (gpu.buf(0), gpu.buf(0));
+        let (mut nqg, mut nkg, mut nvg, mut nswg) =
+            (gpu.buf(0), gpu.buf(0), gpu.buf(0), gpu.buf(0));
+        gpu.norm_linear_qkv(
+            (&xg, &ng, 1e-6),
+            &mut hg,
+            &kinds,
+            [&qkv_g[0], &qkv_g[1], &qkv_g[2]],
+            None,
+            [&mut nqg, &mut nkg, &mut nvg],
+        );
+        gpu.norm_linear_swiglu(
+            (&xg, &ng, 1e-6),
+            &mut hg2,
+            &kinds,
+            (&gu_g[0], &gu_g[1]),
+            &mut nswg,
+        );
+        let outs = [
+            ("q", gpu.to_host(&qg), q),
+            ("k", gpu.to_host(&kg), kk),
+            ("v", gpu.to_host(&vg), v),
+            ("swiglu", gpu.to_host(&swg), sw),
+            ("norm q", gpu.to_host(&nqg), nq_c),
+            ("norm k", gpu.to_host(&nkg), nk_c),
+            ("norm v", gpu.to_host(&nvg), nv_c),
+            ("norm swiglu", gpu.to_host(&nswg), nsw_c),
+        ];
+        for (name, g, c) in &outs {
+            let d = max_rel(g, c);
+            println!("fp8 {name} m={m}: max rel diff {d:.2e}");
+            assert!(d < tolerance(m), "fp8 {name} m={m}: {d}");
+        }
+        // Row 0 has the same bits alone and among up to 8 rows.
+        if m == 1 {
+            alone = outs.iter().map(|(_, g, _)| g.clone()).collect();
+        } else if m <= 8 {
+            for (i, (name, g, _)) in outs.iter().enumerate() {
+                let a = &alone[i];
+                assert_eq!(g[..a.len()], a[..], "fp8 {name}: alone vs {m} rows");
+            }
+        }
+    }
+}
