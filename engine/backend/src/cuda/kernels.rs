@@ -153,24 +153,15 @@ pub(super) fn norm_threads(n: usize) -> u32 {
 }
 
 /// Grid for a grid-stride elementwise kernel over `n` values.
-/// The GEMV kernels `{prefix}_{M}_{R}` for M = 1..=GEMV_MAX_ROWS and R in GEMV_FEATURES_PER_BLOCK.
+/// The GEMV kernels `{prefix}_{M}_{R}` for M = 1..=GEMV_MAX_ROWS and R in `features` (features a
+/// block: GEMV_FEATURES_PER_BLOCK, or GEMV_SWIGLU_FEATURES for the SwiGLU pairs).
 fn gemv_table(
     prefix: &str,
+    features: &[usize],
     f: &impl Fn(&str) -> Result<CudaFunction, BackendError>,
 ) -> Result<Vec<CudaFunction>, BackendError> {
     (1..=GEMV_MAX_ROWS)
-        .flat_map(|m| GEMV_FEATURES_PER_BLOCK.map(|r| (m, r)))
-        .map(|(m, r)| f(&format!("{prefix}_{m}_{r}")))
-        .collect()
-}
-
-/// The SwiGLU GEMV kernels `{prefix}_{M}_{R}` for R in GEMV_SWIGLU_FEATURES.
-fn swiglu_table(
-    prefix: &str,
-    f: &impl Fn(&str) -> Result<CudaFunction, BackendError>,
-) -> Result<Vec<CudaFunction>, BackendError> {
-    (1..=GEMV_MAX_ROWS)
-        .flat_map(|m| GEMV_SWIGLU_FEATURES.map(|r| (m, r)))
+        .flat_map(|m| features.iter().map(move |r| (m, r)))
         .map(|(m, r)| f(&format!("{prefix}_{m}_{r}")))
         .collect()
 }
@@ -264,11 +255,17 @@ impl Kernels {
             ],
             argmax_rows: f("argmax_rows")?,
             sample_rows: f("sample_rows")?,
-            gemv: [gemv_table("gemv_bf16", &f)?, gemv_table("gemv_fp8", &f)?],
-            gemv3: [gemv_table("gemv3_bf16", &f)?, gemv_table("gemv3_fp8", &f)?],
+            gemv: [
+                gemv_table("gemv_bf16", &GEMV_FEATURES_PER_BLOCK, &f)?,
+                gemv_table("gemv_fp8", &GEMV_FEATURES_PER_BLOCK, &f)?,
+            ],
+            gemv3: [
+                gemv_table("gemv3_bf16", &GEMV_FEATURES_PER_BLOCK, &f)?,
+                gemv_table("gemv3_fp8", &GEMV_FEATURES_PER_BLOCK, &f)?,
+            ],
             gemv_swiglu: [
-                swiglu_table("gemv_swiglu_bf16", &f)?,
-                swiglu_table("gemv_swiglu_fp8", &f)?,
+                gemv_table("gemv_swiglu_bf16", &GEMV_SWIGLU_FEATURES, &f)?,
+                gemv_table("gemv_swiglu_fp8", &GEMV_SWIGLU_FEATURES, &f)?,
             ],
             fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
