@@ -24,7 +24,16 @@ fn main() {
         PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("hearth.fatbin");
     let nvcc = find_nvcc();
     let mut cmd = Command::new(&nvcc);
-    cmd.args(["-fatbin", "-O3", "-std=c++17", "-Xptxas", "-warn-spills"]);
+    // --threads 0: the five targets compile in parallel, one a core.
+    cmd.args([
+        "-fatbin",
+        "-O3",
+        "-std=c++17",
+        "-Xptxas",
+        "-warn-spills",
+        "--threads",
+        "0",
+    ]);
     for a in ARCHS {
         cmd.args(["-gencode", a]);
     }

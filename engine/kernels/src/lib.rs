@@ -49,9 +49,9 @@ mod tests {
                 "__shared__ float row_logits[MOE_MAX_EXPERTS]",
             ),
             // One-row GEMVs issue their first weight loads, then wait (gemv_partials).
-            ("gemv.cu", "gemv_bf16", "if (M > 1) pdl_begin()"),
-            ("gemv.cu", "gemv3_bf16", "if (M > 1) pdl_begin()"),
-            ("gemv.cu", "gemv_swiglu_bf16", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv_T", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv3_T", "if (M > 1) pdl_begin()"),
+            ("gemv.cu", "gemv_swiglu_T", "if (M > 1) pdl_begin()"),
             // One-row decode attention reads the step's metadata (copied before the graph)
             // and issues its first tiles of keys cached by earlier steps, then waits
             // (attn_decode_tc_rope).
