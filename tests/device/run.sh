@@ -20,6 +20,9 @@
 #   qwen3    Qwen3-8B-shaped random checkpoint: logits vs transformers, pp/tg bench, roofline,
 #            transformers' own decode speed
 #   bench    only the checkpoint and our pp/tg bench
+#   fp8gemm  gemm_fp8 (fp8 weights past 8 rows on the tensor cores): the fp8 op tests, memcheck,
+#            fp8 logits vs transformers, the engine in process at 8 and 64 concurrent with bf16,
+#            fp8 and fp8 dequantized for cuBLASLt in turn (pack.sh cuda_fp8)
 #   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192, tg128 and 64 concurrent
 #   ncu      Nsight Compute speed-of-light of the batch-1 decode kernels
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
@@ -246,6 +249,29 @@ fp8w)
     grep -H "tg128" "$OUT"/fp8w_*.txt | tee -a "$OUT/summary.txt"
     t fp8w_prefill "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
     t fp8w_serve "$E" bench --model /tmp/q8b --quantization fp8 --concurrency 1,8,64 --serve-prompt 1000 --serve-gen 500
+    ;;
+fp8gemm)
+    # gemm_fp8 (fp8 matrices past the GEMV rows on the tensor cores): the fp8 op tests, memcheck,
+    # the Qwen3-8B shape's fp8 logits vs transformers on the same fp8 values, then the engine in
+    # process at FP8_CONCURRENCY (default 8,64) with bf16 weights, fp8 through gemm_fp8 and fp8
+    # dequantized for cuBLASLt (HEARTH_FP8_GEMM=dequant) in turn, twice, in this one command.
+    HEARTH_TEST_CUDA=1 t cuda_fp8 "$B/cuda_fp8" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
+    make_models q8b
+    [ -e /tmp/q8b-ref-fp8.json ] || t reference_fp8 python3 tests/device/qwen3_8b.py reference-fp8 /tmp/q8b /tmp/q8b-ref-fp8.json
+    t check_logits_fp8 "$E" check-logits --model /tmp/q8b --quantization fp8 --reference /tmp/q8b-ref-fp8.json --tolerance 0.08
+    if [ -n "${FP8_PROFILE:-}" ]; then
+        # The per-op split at 64 concurrent with each fp8 matmul path.
+        HEARTH_CUDA_PROFILE=1 t fp8gemm_profile_tc "$E" bench --model /tmp/q8b --quantization fp8 --concurrency 64 --serve-prompt 1000 --serve-gen 100
+        HEARTH_CUDA_PROFILE=1 HEARTH_FP8_GEMM=dequant t fp8gemm_profile_dequant "$E" bench --model /tmp/q8b --quantization fp8 --concurrency 64 --serve-prompt 1000 --serve-gen 100
+    fi
+    serve() { t "fp8gemm_$1" "${@:2}" --model /tmp/q8b --concurrency "${FP8_CONCURRENCY:-8,64}" --serve-prompt 1000 --serve-gen 500; }
+    for i in 1 2; do
+        serve "bf16_$i" "$E" bench
+        serve "tc_$i" "$E" bench --quantization fp8
+        serve "dequant_$i" env HEARTH_FP8_GEMM=dequant "$E" bench --quantization fp8
+    done
+    grep -H -E "^\| [0-9]+ \|" "$OUT"/fp8gemm_*.txt | tee -a "$OUT/summary.txt"
     ;;
 profile64)
     # Decode-dominated per-op split at 64 concurrent sequences (bf16 KV, then fp8).

@@ -6,7 +6,9 @@
 //!
 //! Run on a GPU machine: `cargo bench -p hearth-backend --features cuda --bench cuda_kernels`
 //! (or the built binary with `--bench`). Without HEARTH_TEST_CUDA=1 it says so and exits.
-//! HEARTH_BENCH_OPS=linear,attn,prefill,elementwise picks sections.
+//! HEARTH_BENCH_OPS=linear,attn,prefill,elementwise picks sections; HEARTH_BENCH_FP8=1 runs the
+//! linears (not the LM head) on fp8 weights (a byte a weight); HEARTH_BENCH_ROWS=16,64 picks the
+//! linears' row counts.
 #![allow(clippy::unwrap_used)]
 
 #[cfg(feature = "cuda")]
@@ -110,6 +112,22 @@ mod bench {
         gpu.upload(host_matrix(rows, cols, seed)).unwrap()
     }
 
+    /// Whether the linears run on fp8 weights (HEARTH_BENCH_FP8=1).
+    fn fp8() -> bool {
+        std::env::var("HEARTH_BENCH_FP8").as_deref() == Ok("1")
+    }
+
+    /// `matrix` in fp8 where HEARTH_BENCH_FP8=1 says so.
+    fn linear_matrix(
+        gpu: &CudaBackend,
+        rows: usize,
+        cols: usize,
+        seed: u64,
+    ) -> <CudaBackend as Backend>::Weight {
+        let w = host_matrix(rows, cols, seed);
+        gpu.upload(if fp8() { w.to_fp8() } else { w }).unwrap()
+    }
+
     /// Matrices uploaded together, as a model uploads Q/K/V and gate/up.
     fn group(
         gpu: &CudaBackend,
@@ -121,6 +139,7 @@ mod bench {
             .iter()
             .zip(seed..)
             .map(|(&r, s)| host_matrix(r, cols, s))
+            .map(|w| if fp8() { w.to_fp8() } else { w })
             .collect();
         gpu.upload_group(ws).unwrap()
     }
@@ -177,7 +196,7 @@ mod bench {
         // Copies of the smaller matrices, used in turn, so none is served from the 50 MB L2.
         let copies = |rows, cols, seed, n: u64| -> Vec<_> {
             (0..n)
-                .map(|i| matrix(gpu, rows, cols, seed + 10 * i))
+                .map(|i| linear_matrix(gpu, rows, cols, seed + 10 * i))
                 .collect()
         };
         let qkv: Vec<_> = (0..4)
@@ -194,10 +213,14 @@ mod bench {
         let gate_up = group(gpu, &[INTER, INTER], HIDDEN, 5);
         let down = copies(HIDDEN, INTER, 7, 2);
         let head = matrix(gpu, VOCAB, HIDDEN, 8);
-        for m in [1, 2, 4, 8, 16, 32, 64, 128, 256, 8192] {
+        let rows: Vec<usize> = std::env::var("HEARTH_BENCH_ROWS")
+            .map(|v| v.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+            .unwrap_or_else(|_| vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 8192]);
+        for m in rows {
             let kinds = vec![m > 256; m];
             let report = |op: &str, n: usize, kk: usize, t: f64| {
-                let bytes = (n * kk * 2) as f64;
+                let per_weight = if fp8() && op != "lm_head" { 1 } else { 2 };
+                let bytes = (n * kk * per_weight) as f64;
                 let flops = 2.0 * (m * n * kk) as f64;
                 println!(
                     "| {op} | {n} x {kk} | {m} | {:.1} | {:.0} | {:.1} | {:.1} |",

@@ -1,12 +1,14 @@
 //! fp8 e4m3 weights with a scale a row (`quantization: fp8`) on CUDA against the CPU backend,
 //! which dequantizes the same bytes to f32: the fp8 GEMVs (1-8 rows: one matrix, into the
 //! residual stream, Q/K/V, SwiGLU, the RMS norm folded in or from gemv_norm_stats) and, past the
-//! GEMV rows, the matrices dequantized to bf16 for cuBLASLt (fused when uploaded as a group). A
-//! row's outputs have the same bits alone and among 2-8 rows.
+//! GEMV rows gemm_fp8 on the tensor cores (up to 128 rows and K % 16 == 0; K split in parts for
+//! narrow matrices) and past those the matrices dequantized to bf16 for cuBLASLt (fused when
+//! uploaded as a group). A row's outputs have the same bits alone and among 2-8 rows, and among
+//! 12-128 rows (gemm_fp8).
 //!
 //! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances: the
 //! GEMVs compute in f32 on the exact fp8 values (1e-3, summation order); past 8 rows the inputs
-//! and the dequantized weights are bf16 (8e-3).
+//! are bf16 (8e-3; the dequantized weights past 128 rows too).
 #![cfg(feature = "cuda")]
 #![allow(clippy::unwrap_used)]
 
@@ -52,6 +54,9 @@ fn fp8_linears_match_cpu() {
         (5, 33, 24),
         (9, 64, 96),
         (64, 512, 4096),
+        (65, 1000, 200),
+        (130, 4096, 1040),
+        (128, 24, 4096),
         (300, 128, 256),
     ] {
         let (wc, wg) = fp8_group(&cpu, &gpu, k, &[(n, 1)]);
@@ -91,8 +96,8 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
     let (gu_c, gu_g) = fp8_group(&cpu, &gpu, k, &[(nq, 37), (nq, 38)]);
     let norm = HostWeight::f32("norm", vec![k], rand(k, 39));
     let (nc, ng) = (cpu.upload(norm.clone()).unwrap(), gpu.upload(norm).unwrap());
-    let mut alone: Vec<Vec<f32>> = Vec::new();
-    for m in [1, 2, 5, 8, 12, 64] {
+    let (mut alone, mut alone_tc): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (Vec::new(), Vec::new());
+    for m in [1, 2, 5, 8, 12, 64, 100, 128, 200] {
         let x = rand(m * k, 36);
         let xc = if m > 8 { bf(&x) } else { x.clone() };
         let kinds = vec![false; m];
@@ -166,14 +171,29 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
             println!("fp8 {name} m={m}: max rel diff {d:.2e}");
             assert!(d < tolerance(m), "fp8 {name} m={m}: {d}");
         }
-        // Row 0 has the same bits alone and among up to 8 rows.
+        // Row 0 has the same bits alone and among up to 8 rows (the GEMVs), and among 12 and
+        // up to 128 rows (gemm_fp8).
+        let first = |outs: &[(&str, Vec<f32>, Vec<f32>)]| {
+            outs.iter()
+                .map(|(_, g, _)| g[..g.len() / m].to_vec())
+                .collect()
+        };
         if m == 1 {
-            alone = outs.iter().map(|(_, g, _)| g.clone()).collect();
-        } else if m <= 8 {
-            for (i, (name, g, _)) in outs.iter().enumerate() {
-                let a = &alone[i];
-                assert_eq!(g[..a.len()], a[..], "fp8 {name}: alone vs {m} rows");
-            }
+            alone = first(&outs);
+        } else if m == 12 {
+            alone_tc = first(&outs);
+        }
+        let a = match m {
+            ..=8 => &alone,
+            9..=128 => &alone_tc,
+            _ => continue,
+        };
+        for (i, (name, g, _)) in outs.iter().enumerate() {
+            assert_eq!(
+                g[..a[i].len()],
+                a[i][..],
+                "fp8 {name}: row 0 alone vs {m} rows"
+            );
         }
     }
 }

@@ -11,4 +11,5 @@
 #include "mla_tc.cu"
 #include "moe_gemm.cu"
 #include "moe_tc.cu"
+#include "gemm_fp8.cu"
 #include "ring.cu"

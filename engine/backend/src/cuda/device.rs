@@ -63,6 +63,7 @@ impl CudaBackend {
             scratch: None,
             fused: None,
             dequant: None,
+            fp8_parts: None,
             attn_parts: None,
             moe: None,
             moe_grouped: None,

@@ -67,6 +67,15 @@ pub struct Kernels {
     /// `gemv_swiglu[t][(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
     gemv_swiglu: [Vec<CudaFunction>; 2],
     fp8_rows_to_bf16: CudaFunction,
+    gemm_fp8: CudaFunction,
+    gemm_fp8_reduce: CudaFunction,
+    /// gemm_fp8's pipeline stages, where fp8 matrices past the GEMV rows take it (None: off
+    /// with HEARTH_FP8_GEMM=dequant, or too little shared memory; dequantized to bf16 for
+    /// cuBLASLt then).
+    gemm_fp8_stages: Option<usize>,
+    /// The blocks gemm_fp8 aims at for one row tile (splitting K to get there): as many as the
+    /// SMs hold at once, or HEARTH_FP8_GEMM_BLOCKS.
+    gemm_fp8_blocks: usize,
     rope_write_kv: [CudaFunction; 2],
     /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
     /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
@@ -152,7 +161,6 @@ pub(super) fn norm_threads(n: usize) -> u32 {
     (lanes.div_ceil(32) * 32).clamp(32, 1024) as u32
 }
 
-/// Grid for a grid-stride elementwise kernel over `n` values.
 /// The GEMV kernels `{prefix}_{M}_{R}` for M = 1..=GEMV_MAX_ROWS and R in `features` (features a
 /// block: GEMV_FEATURES_PER_BLOCK, or GEMV_SWIGLU_FEATURES for the SwiGLU pairs).
 fn gemv_table(
@@ -166,6 +174,7 @@ fn gemv_table(
         .collect()
 }
 
+/// Grid for a grid-stride elementwise kernel over `n` values.
 fn flat(n: usize) -> LaunchConfig {
     cfg(((n.div_ceil(256)).clamp(1, 65_535) as u32, 1), 256)
 }
@@ -194,6 +203,8 @@ mod launch;
 use attention::decode_variants;
 pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
+mod gemm_fp8;
+pub use gemm_fp8::FP8_GEMM_MAX_ROWS;
 mod gemv;
 pub use gemv::GemvNorm;
 mod moe_mla;
@@ -217,6 +228,18 @@ impl Kernels {
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )? as usize;
         let pdl = programmatic_launch(&stream)?;
+        let smem_optin = stream
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+            as usize;
+        let smem_per_sm = stream.context().attribute(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        )? as usize;
+        let fp8_stages = if std::env::var("HEARTH_FP8_GEMM").as_deref() == Ok("dequant") {
+            None
+        } else {
+            gemm_fp8::stages(smem_optin)
+        };
         let k = Kernels {
             ring: Ring::load(module, &stream, sms, pdl.graphs)?,
             embedding: f("embedding")?,
@@ -268,6 +291,16 @@ impl Kernels {
                 gemv_table("gemv_swiglu_fp8", &GEMV_SWIGLU_FEATURES, &f)?,
             ],
             fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
+            gemm_fp8: f("gemm_fp8")?,
+            gemm_fp8_reduce: f("gemm_fp8_reduce")?,
+            gemm_fp8_stages: fp8_stages,
+            gemm_fp8_blocks: std::env::var("HEARTH_FP8_GEMM_BLOCKS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| {
+                    let per_sm = fp8_stages.map_or(1, |s| gemm_fp8::blocks_per_sm(s, smem_per_sm));
+                    sms * per_sm
+                }),
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: [
                 [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],
@@ -347,6 +380,12 @@ impl Kernels {
                     Self::decode_tc_rope_smem(hd, fp8) as i32,
                 )?;
             }
+        }
+        if let Some(stages) = k.gemm_fp8_stages {
+            k.gemm_fp8.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                (stages * gemm_fp8::STAGE_BYTES) as i32,
+            )?;
         }
         for (c, fp8) in [false, true].into_iter().enumerate() {
             for (w, wide) in [false, true].into_iter().enumerate() {

@@ -1,8 +1,9 @@
-//! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, cuBLASLt past them, with the fused
-//! Q/K/V and gate/up forms (one read of weights stored back to back), and those two GEMVs taking
-//! the RMS norm before them (folded into one-row launches, through gemv_norm_stats for more).
-//! fp8 matrices take the fp8 GEMVs, and past GEMV_MAX_ROWS are dequantized to bf16 for
-//! cuBLASLt (`bf16_weights`).
+//! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, matmuls past them (`weight_gemm`),
+//! with the fused Q/K/V and gate/up forms (one read of weights stored back to back), and those
+//! two GEMVs taking the RMS norm before them (folded into one-row launches, through
+//! gemv_norm_stats for more). bf16 matmuls are cuBLASLt's; fp8 matrices take the fp8 GEMVs,
+//! then gemm_fp8 up to FP8_GEMM_MAX_ROWS rows, and past that are dequantized to bf16 for
+//! cuBLASLt.
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
@@ -79,8 +80,7 @@ impl CudaBackend {
                 .gemv((ptr, scales), xp, bias_ptr, y, (m, n, k), add)
         } else {
             let mode = if add { Out::AddF32 } else { Out::F32 };
-            self.bf16_weights((ptr, scales), (n, k))
-                .and_then(|w| self.gemm_as(w, x, y, (m, n, k), mode))
+            self.weight_gemm((ptr, scales), x, y, (m, n, k), mode)
                 .and_then(|_| match bias {
                     Some(b) => self.kernels.add_bias(out.ptr, b.ptr(), n, m * n),
                     None => Ok(()),
@@ -88,8 +88,8 @@ impl CudaBackend {
         };
         let op = match (m <= GEMV_MAX_ROWS, prefill.iter().any(|p| *p)) {
             (true, _) => "linear (gemv)",
-            (false, true) => "linear (cuBLASLt, prefill)",
-            (false, false) => "linear (cuBLASLt, decode)",
+            (false, true) => "linear (matmul, prefill)",
+            (false, false) => "linear (matmul, decode)",
         };
         self.finish(op, t0, r);
     }
@@ -123,12 +123,9 @@ impl CudaBackend {
                 dst[i] = (out.ptr, biases.map_or(0, |b| b[i].ptr()), shapes[i].1);
             }
             let r = fused
-                .and_then(|f| {
-                    let w = self.bf16_weights((w, ws[0].scales()), (n, k))?;
-                    self.gemm(w, x, f, (m, n, k))
-                })
+                .and_then(|f| self.weight_gemm((w, ws[0].scales()), x, f, (m, n, k), Out::F32))
                 .and_then(|f| self.kernels.split_qkv(f, dst, m));
-            return self.finish("linear qkv (cuBLASLt, fused)", t0, r);
+            return self.finish("linear qkv (matmul, fused)", t0, r);
         }
         if m > GEMV_MAX_ROWS || !same_k {
             for (i, out) in outs.into_iter().enumerate() {
@@ -275,15 +272,12 @@ impl CudaBackend {
             self.ensure_as(out, m * n, true);
             let r = self
                 .fused_buf(m * n2)
-                .and_then(|f| {
-                    let w = self.bf16_weights((w, gate.scales()), (n2, *k))?;
-                    self.gemm_as(w, x, f, (m, n2, *k), Out::Bf16)
-                })
+                .and_then(|f| self.weight_gemm((w, gate.scales()), x, f, (m, n2, *k), Out::Bf16))
                 .and_then(|f| {
                     self.kernels
                         .silu_mul_pair((f, out.ptr), (m, *n), (true, true))
                 });
-            return self.finish("linear swiglu (cuBLASLt, fused)", t0, r);
+            return self.finish("linear swiglu (matmul, fused)", t0, r);
         }
         if m > GEMV_MAX_ROWS {
             // Gate and up stored apart: two GEMMs into the halves of the fused scratch.
@@ -291,13 +285,12 @@ impl CudaBackend {
             self.ensure_as(out, m * n, true);
             let half = (m * n * 4) as u64;
             let r = self.fused_buf(2 * m * n).and_then(|f| {
-                let gw = self.bf16_weights((*g, gate.scales()), (*n, *k))?;
-                self.gemm(gw, x, f, (m, *n, *k))?;
-                let uw = self.bf16_weights((*u, up.scales()), (*n, *k))?;
-                self.gemm(uw, x, f + half, (m, *n, *k))?;
+                self.weight_gemm((*g, gate.scales()), x, f, (m, *n, *k), Out::F32)?;
+                let dims = (m, *n, *k);
+                self.weight_gemm((*u, up.scales()), x, f + half, dims, Out::F32)?;
                 self.kernels.silu_mul((f, f + half, out.ptr), m * n, true)
             });
-            return self.finish("linear swiglu (cuBLASLt)", t0, r);
+            return self.finish("linear swiglu (matmul)", t0, r);
         }
         self.swiglu_gemv(x, m, (gate, up), out, GemvNorm::None);
     }

@@ -45,7 +45,7 @@ pub use device::CudaDeviceInfo;
 use gemm::Gemm;
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
-use kernels::{Kernels, RopeShape, GEMV_MAX_ROWS};
+use kernels::{Kernels, RopeShape, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS};
 pub use step::CudaStep;
 pub use weights::CudaWeight;
 
@@ -60,6 +60,8 @@ struct State {
     fused: Option<(CudaSlice<u8>, u64)>,
     /// An fp8 matrix dequantized to bf16 for cuBLASLt (`bf16_weights`).
     dequant: Option<(CudaSlice<u8>, u64)>,
+    /// gemm_fp8's partial sums where it splits K (`fp8_parts`).
+    fp8_parts: Option<(CudaSlice<u8>, u64)>,
     /// Pinned staging for weight uploads, made on the first upload.
     uploader: Option<upload::Uploader>,
     /// The decode attention kernel's split buffer.
@@ -369,8 +371,9 @@ impl Backend for CudaBackend {
                 fp8_scales: Some(_),
                 ..
             } => format!(
-                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), dequantized to \
-                 bf16 for cuBLASLt bf16 x bf16 -> f32 (more rows)"
+                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), gemm_fp8 on \
+                 the tensor cores (<= {FP8_GEMM_MAX_ROWS} rows), dequantized to bf16 for \
+                 cuBLASLt bf16 x bf16 -> f32 (more rows)"
             ),
             CudaWeight::Matrix { .. } => format!(
                 "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",

@@ -13,18 +13,7 @@ use crate::BackendError;
 
 impl CudaBackend {
     /// cuBLASLt path: x (converted to bf16 in the scratch buffer unless it is bf16 already),
-    /// then one GEMM into `out` (f32).
-    pub(super) fn gemm(
-        &self,
-        w: u64,
-        x: &CudaBuf,
-        out: u64,
-        dims: (usize, usize, usize),
-    ) -> Result<u64, BackendError> {
-        self.gemm_as(w, x, out, dims, Out::F32)
-    }
-
-    /// `gemm` with `out` as `mode` says (f32, bf16, or added to in place).
+    /// then one GEMM into `out` as `mode` says (f32, bf16, or added to in place).
     pub(super) fn gemm_as(
         &self,
         w: u64,
@@ -50,6 +39,36 @@ impl CudaBackend {
     /// (`bf16_weights`), grown to the largest fp8 upload group as the weights load.
     pub(super) fn dequant_buf(&self, values: usize) -> Result<u64, BackendError> {
         self.fixed_buf(|st| &mut st.dequant, values * 2)
+    }
+
+    /// The buffer gemm_fp8 keeps its partial sums in, of at least `bytes`; grown to the largest
+    /// fp8 matrix's need as the weights load (`Kernels::fp8_gemm_parts_bytes`).
+    pub(super) fn fp8_parts(&self, bytes: usize) -> Result<u64, BackendError> {
+        self.fixed_buf(|st| &mut st.fp8_parts, bytes)
+    }
+
+    /// out (as `mode` says) = x . w^T for a bf16 or fp8 matrix (`scales` nonzero): fp8 takes
+    /// gemm_fp8 where the rows fit it, else the matrix goes to cuBLASLt (as bf16).
+    pub(super) fn weight_gemm(
+        &self,
+        (w, scales): (u64, u64),
+        x: &CudaBuf,
+        out: u64,
+        (m, n, k): (usize, usize, usize),
+        mode: Out,
+    ) -> Result<u64, BackendError> {
+        if scales == 0 || !self.kernels.fp8_gemm_fits(m, k) {
+            let w = self.bf16_weights((w, scales), (n, k))?;
+            return self.gemm_as(w, x, out, (m, n, k), mode);
+        }
+        let xs = self.bf16_copy(x, m * k)?;
+        let parts = match self.kernels.fp8_gemm_parts_bytes(n, k) {
+            0 => 0,
+            bytes => self.fp8_parts(bytes)?,
+        };
+        self.kernels
+            .gemm_fp8((w, scales, xs, out, parts), (m, n, k), mode)?;
+        Ok(out)
     }
 
     /// A matrix as bf16 for cuBLASLt: its own address, or for fp8 (`scales` nonzero) its values

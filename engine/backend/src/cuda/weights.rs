@@ -213,6 +213,19 @@ impl CudaBackend {
             });
         }
         self.dequant_buf(values)?;
+        // gemm_fp8's partial sums, for each matrix alone and for the group as one (fused Q/K/V
+        // or gate/up: stored back to back).
+        let k = ws[0].cols();
+        let parts = ws
+            .iter()
+            .map(|w| (w.rows(), w.cols()))
+            .chain(ws.iter().all(|w| w.cols() == k).then_some((rows, k)))
+            .map(|(n, k)| self.kernels.fp8_gemm_parts_bytes(n, k))
+            .max()
+            .unwrap_or(0);
+        if parts > 0 {
+            self.fp8_parts(parts)?;
+        }
         Ok(out)
     }
 

@@ -1,0 +1,118 @@
+//! gemm_fp8 (cu/gemm_fp8.cu): fp8 matrices past the GEMV rows, read as fp8 by the tensor cores.
+
+use super::super::gemm::Out;
+use super::{flat, Kernels, LaunchConfig};
+use crate::BackendError;
+
+/// Rows up to which fp8 matrices take gemm_fp8; past them a matrix is dequantized to bf16 for
+/// cuBLASLt, which is faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster
+/// than dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
+pub const FP8_GEMM_MAX_ROWS: usize = 128;
+/// The kernel's tile (FG_ROWS, FG_FEATURES, FG_KC in cu/gemm_fp8.cu), threads and the shared
+/// memory of one pipeline stage (FG_STAGE_BYTES).
+const ROWS: usize = 64;
+const FEATURES: usize = 256;
+const CHUNK: usize = 64;
+const THREADS: u32 = 256;
+pub(super) const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 32) * 2;
+/// Pipeline stages at most (chunks in flight + the one multiplied): three leave room for two
+/// blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
+const MAX_STAGES: usize = 3;
+const MAX_BLOCKS_PER_SM: usize = 2;
+
+/// Blocks of `stages` stages an SM with `smem_per_sm` bytes of shared memory holds at once.
+pub(super) fn blocks_per_sm(stages: usize, smem_per_sm: usize) -> usize {
+    // The driver keeps 1 KiB a block.
+    (smem_per_sm / (stages * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
+}
+
+/// The stages gemm_fp8 runs with where a block may have `smem_optin` bytes of shared memory
+/// (HEARTH_FP8_GEMM_STAGES caps them); None where fewer than two fit.
+pub(super) fn stages(smem_optin: usize) -> Option<usize> {
+    let cap = std::env::var("HEARTH_FP8_GEMM_STAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_STAGES)
+        .clamp(2, 8);
+    let stages = (smem_optin / STAGE_BYTES).min(cap);
+    (stages >= 2).then_some(stages)
+}
+
+impl Kernels {
+    /// Whether an fp8 matmul of `rows` rows over `k` columns takes gemm_fp8.
+    pub fn fp8_gemm_fits(&self, rows: usize, k: usize) -> bool {
+        self.gemm_fp8_stages.is_some() && rows <= FP8_GEMM_MAX_ROWS && k.is_multiple_of(16)
+    }
+
+    /// How gemm_fp8 splits K for an [n, k] matrix: (parts, chunks a part). The feature blocks
+    /// times the parts fill the SMs once where the features alone would not; it depends on n
+    /// and k only, so a row's sums never depend on how many rows there are.
+    fn fp8_split(&self, n: usize, k: usize) -> (usize, usize) {
+        let blocks = n.div_ceil(FEATURES);
+        let chunks = k.div_ceil(CHUNK);
+        let parts = (self.gemm_fp8_blocks / blocks).clamp(1, chunks);
+        let per_part = chunks.div_ceil(parts);
+        (chunks.div_ceil(per_part), per_part)
+    }
+
+    /// Bytes of partial sums gemm_fp8 needs for an [n, k] matrix at up to FP8_GEMM_MAX_ROWS
+    /// rows (0 when it does not split K).
+    pub fn fp8_gemm_parts_bytes(&self, n: usize, k: usize) -> usize {
+        if !self.fp8_gemm_fits(1, k) {
+            return 0;
+        }
+        match self.fp8_split(n, k) {
+            (1, _) => 0,
+            (parts, _) => parts * FP8_GEMM_MAX_ROWS * n * 4,
+        }
+    }
+
+    /// y (as `mode` says) = x . (w * scales)^T for x [m, k] bf16, w [n, k] fp8 e4m3 with an f32
+    /// scale a row, y [m, n]; `parts` holds `fp8_gemm_parts_bytes(n, k)`. Where K is split, the
+    /// parts' sums are added by gemm_fp8_reduce after.
+    pub fn gemm_fp8(
+        &self,
+        (w, scales, x, y, parts): (u64, u64, u64, u64, u64),
+        (m, n, k): (usize, usize, usize),
+        mode: Out,
+    ) -> Result<(), BackendError> {
+        let stages = self
+            .gemm_fp8_stages
+            .expect("gemm_fp8 runs where fp8_gemm_fits");
+        assert!(
+            (1..=FP8_GEMM_MAX_ROWS).contains(&m) && k.is_multiple_of(16),
+            "gemm_fp8 takes 1..={FP8_GEMM_MAX_ROWS} rows and K % 16 == 0 (got {m} x {k})"
+        );
+        let (split, per_part) = self.fp8_split(n, k);
+        let grid = (m.div_ceil(ROWS), n.div_ceil(FEATURES));
+        let mode = match mode {
+            Out::F32 => 0i32,
+            Out::Bf16 => 1,
+            Out::AddF32 => 2,
+        };
+        let (m_i, n_i, k_i, pp) = (m as i32, n as i32, k as i32, per_part as i32);
+        let stages_i = stages as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid.0 as u32, grid.1 as u32, split as u32),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: (stages * STAGE_BYTES) as u32,
+        };
+        launch!(self, gemm_fp8, cfg, w, scales, x, y, parts, m_i, n_i, k_i, pp, stages_i, mode)?;
+        if split == 1 {
+            return Ok(());
+        }
+        let split_i = split as i32;
+        launch!(
+            self,
+            gemm_fp8_reduce,
+            flat(m * n),
+            parts,
+            scales,
+            y,
+            m_i,
+            n_i,
+            split_i,
+            mode
+        )
+    }
+}

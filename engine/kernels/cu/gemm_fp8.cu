@@ -1,0 +1,254 @@
+// fp8 weights past the GEMV rows (W8A16): y = x . (w * scale)^T for x [M, K] bf16 and w [N, K]
+// fp8 e4m3 with a scale a row, reading the fp8 bytes themselves (dequantizing them to bf16
+// costs 5 bytes of traffic a weight each step instead of 1).
+//
+// A block is FG_WARPS warps of FG_TILES 16-feature tiles each (FG_FEATURES features) over one
+// tile of FG_ROWS rows, and K split into gridDim.z parts of chunks_per_split FG_KC-value chunks.
+// A chunk's weight rows and activation rows go to shared memory through a pipeline of cp.async
+// stages (several chunks in flight), and every warp reads the activations from there, so they
+// cost FG_ROWS * 2 / FG_FEATURES bytes of L2 traffic a weight byte.
+//
+// The products are mma.sync m16n8k16 with the weight rows (features) as M and the activation
+// rows as N, as moe_tc.cu: lane (g = lane / 4, q = lane % 4) reads 8 weights (k0 + 8q ..
+// k0 + 8q + 7) of rows g and g + 8 of each 16-row tile, widens them to bf16 exactly in
+// registers, and feeds the first half to one mma and the second half to another; the
+// activations are read in the same k order, so each mma's k slots hold the same permutation of
+// k0 .. k0 + 31 for A and B and the dot products are unchanged.
+//
+// One part writes the output itself; with more, each writes f32 partial sums and
+// gemm_fp8_reduce adds them in part order. How K is split depends only on N and K (and the
+// GPU), never on M, so a row's output does not depend on the other rows.
+#include "mma.cuh"
+
+#define FG_WARPS 8
+#ifndef FG_MIN_BLOCKS
+#define FG_MIN_BLOCKS 2  // blocks an SM the registers are sized for
+#endif
+#define FG_TILES 2
+#define FG_FEATURES (FG_WARPS * FG_TILES * 16)
+#define FG_ROWS 64
+#define FG_NT (FG_ROWS / 8)
+#define FG_KC 64
+#define FG_SUB (FG_KC / 32)
+// Bytes a weight row takes in shared memory: 32 bytes of padding put the rows g = 0..3 a half
+// warp's 8-byte reads hit a quarter of the banks each.
+#define FG_WSTRIDE (FG_KC + 32)
+// bf16 an activation row takes: 64 bytes of padding put rows g and g + 1 half the banks apart,
+// so a quarter warp's 16-byte reads (rows 2p and 2p + 1, four lanes each) hit every bank once.
+#define FG_XSTRIDE (FG_KC + 32)
+// A pipeline stage: a chunk's weight rows, then its activation rows.
+#define FG_STAGE_BYTES (FG_FEATURES * FG_WSTRIDE + FG_ROWS * FG_XSTRIDE * 2)
+
+// 8 e4m3 values (8 bytes) as 8 bf16 values (16 bytes), exactly: each byte goes to the top of a
+// 16-bit half, its exponent and mantissa move down to bf16's places (the sign stays), and one
+// multiply by 2^120 rebiases the exponent (7 -> 127); subnormals come out right the same way.
+__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 u) {
+    const __nv_bfloat162 bias = __floats2bfloat162_rn(0x1p120f, 0x1p120f);
+    uint32_t r[4];
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            // Bytes 2j and 2j + 1 of w[i] into the high bytes of the two halves.
+            const uint32_t t = __byte_perm(w[i], 0, j ? 0x3424 : 0x1404);
+            const uint32_t b = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
+            __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&b);
+            v = __hmul2(v, bias);
+            r[2 * i + j] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// A thread's share of every stage's copies, the same pieces of each chunk: FG_WPIECES 16-byte
+// pieces of weight rows (rows wr + j * FG_WROWS_STEP, bytes kw ..) and FG_XPIECES of activation
+// rows (rows xr + j * FG_XROWS_STEP, values kx ..); bit j of w_live / x_live: that row exists.
+#define FG_WPIECES (FG_FEATURES * FG_KC / 16 / (FG_WARPS * 32))
+#define FG_WROWS_STEP (FG_WARPS * 32 / (FG_KC / 16))
+#define FG_XPIECES (FG_ROWS * FG_KC / 8 / (FG_WARPS * 32))
+#define FG_XROWS_STEP (FG_WARPS * 32 / (FG_KC / 8))
+struct FgCopies {
+    const uint8_t* w;
+    const bf16* x;
+    int wr, kw, xr, kx;
+    unsigned w_live, x_live;
+};
+
+__device__ __forceinline__ FgCopies fg_copies(const uint8_t* __restrict__ w,
+                                              const bf16* __restrict__ x, int fb, int row0,
+                                              int M, int N, int K) {
+    FgCopies c;
+    c.wr = threadIdx.x / (FG_KC / 16);
+    c.kw = threadIdx.x % (FG_KC / 16) * 16;
+    c.xr = threadIdx.x / (FG_KC / 8);
+    c.kx = threadIdx.x % (FG_KC / 8) * 8;
+    c.w = w + (size_t)(fb + c.wr) * K + c.kw;
+    c.x = x + (size_t)(row0 + c.xr) * K + c.kx;
+    c.w_live = c.x_live = 0;
+#pragma unroll
+    for (int j = 0; j < FG_WPIECES; j++) c.w_live |= (fb + c.wr + j * FG_WROWS_STEP < N) << j;
+#pragma unroll
+    for (int j = 0; j < FG_XPIECES; j++) c.x_live |= (row0 + c.xr + j * FG_XROWS_STEP < M) << j;
+    return c;
+}
+
+// Starts copying chunk c (K values c * FG_KC ..) of the block's weight and activation rows into
+// stage st: rows past N or M and values past K as zeros. K % 16 == 0.
+__device__ __forceinline__ void fg_stage(unsigned char* st, const FgCopies& cp, int K, int c) {
+    const int k0 = c * FG_KC;
+    const bool wk = k0 + cp.kw < K, xk = k0 + cp.kx < K;
+#pragma unroll
+    for (int j = 0; j < FG_WPIECES; j++) {
+        unsigned char* dst = st + (cp.wr + j * FG_WROWS_STEP) * FG_WSTRIDE + cp.kw;
+        if (wk && (cp.w_live >> j & 1))
+            cp_async16(dst, cp.w + (size_t)j * FG_WROWS_STEP * K + k0);
+        else
+            *reinterpret_cast<uint4*>(dst) = uint4{};
+    }
+    bf16* xs = reinterpret_cast<bf16*>(st + FG_FEATURES * FG_WSTRIDE);
+#pragma unroll
+    for (int j = 0; j < FG_XPIECES; j++) {
+        bf16* dst = xs + (cp.xr + j * FG_XROWS_STEP) * FG_XSTRIDE + cp.kx;
+        if (xk && (cp.x_live >> j & 1))
+            cp_async16(dst, cp.x + (size_t)j * FG_XROWS_STEP * K + k0);
+        else
+            *reinterpret_cast<uint4*>(dst) = uint4{};
+    }
+}
+
+// Waits until at most n committed copy groups are in flight (n < 8).
+__device__ __forceinline__ void fg_wait(int n) {
+    switch (n) {
+        case 0: cp_async_wait<0>(); break;
+        case 1: cp_async_wait<1>(); break;
+        case 2: cp_async_wait<2>(); break;
+        case 3: cp_async_wait<3>(); break;
+        case 4: cp_async_wait<4>(); break;
+        case 5: cp_async_wait<5>(); break;
+        case 6: cp_async_wait<6>(); break;
+        default: cp_async_wait<7>(); break;
+    }
+}
+
+// y[o] as mode says: 0 y = v (f32), 1 y = v (bf16), 2 y += v (f32).
+__device__ __forceinline__ void fg_store(void* y, size_t o, float v, int mode) {
+    if (mode == 1)
+        reinterpret_cast<bf16*>(y)[o] = __float2bfloat16(v);
+    else if (mode == 2)
+        reinterpret_cast<float*>(y)[o] += v;
+    else
+        reinterpret_cast<float*>(y)[o] = v;
+}
+
+// The warp's sums to y as fg_store's mode says, each times its feature's scale (none: partial
+// sums, unscaled, into f32).
+__device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
+                                         const float* __restrict__ scale, int f0, int row0,
+                                         int live, int N, int mode) {
+    const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
+#pragma unroll
+    for (int t = 0; t < FG_TILES; t++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int f = f0 + 16 * t + 8 * h + g;
+            if (f >= N) continue;
+            const float sc = scale ? scale[f] : 1.f;
+#pragma unroll
+            for (int nt = 0; nt < FG_NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int r = 8 * nt + 2 * q + i;
+                    if (r < live)
+                        fg_store(y, (size_t)(row0 + r) * N + f, acc[t][nt][2 * h + i] * sc, mode);
+                }
+        }
+}
+
+// mode as fg_store's. With gridDim.z > 1 the parts' sums go to parts ([gridDim.z, M, N] f32),
+// for gemm_fp8_reduce. K % 16 == 0. Grid (ceil(M / FG_ROWS), ceil(N / FG_FEATURES), parts),
+// FG_WARPS warps, stages * FG_STAGE_BYTES of dynamic shared memory (2 <= stages <= 8): chunks
+// are copied stages - 1 ahead of the one being multiplied.
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, FG_MIN_BLOCKS)
+    gemm_fp8(const uint8_t* __restrict__ w, const float* __restrict__ scale,
+             const bf16* __restrict__ x, void* __restrict__ y, float* __restrict__ parts, int M,
+             int N, int K, int chunks_per_split, int stages, int mode) {
+    pdl_begin();
+    extern __shared__ __align__(16) unsigned char fg_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int row0 = blockIdx.x * FG_ROWS, live = min(M - row0, FG_ROWS);
+    const int fb = blockIdx.y * FG_FEATURES, f0 = fb + warp * FG_TILES * 16;
+    const int chunks = (K + FG_KC - 1) / FG_KC;
+    const int c_begin = blockIdx.z * chunks_per_split;
+    const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
+    const FgCopies cp = fg_copies(w, x, fb, row0, M, N, K);
+    for (int s = 0; s < stages - 1; s++) {
+        if (s < n) fg_stage(fg_smem + s * FG_STAGE_BYTES, cp, K, c_begin + s);
+        cp_async_commit();
+    }
+    float acc[FG_TILES][FG_NT][4] = {};
+    for (int i = 0; i < n; i++) {
+        fg_wait(stages - 2);  // chunk i is in
+        __syncthreads();      // for every thread, and chunk i - 1's stage is free
+        const int next = i + stages - 1;
+        if (next < n)
+            fg_stage(fg_smem + (next % stages) * FG_STAGE_BYTES, cp, K, c_begin + next);
+        cp_async_commit();
+        const unsigned char* ws = fg_smem + (i % stages) * FG_STAGE_BYTES;
+        const bf16* xs = reinterpret_cast<const bf16*>(ws + FG_FEATURES * FG_WSTRIDE);
+#pragma unroll
+        for (int u = 0; u < FG_SUB; u++) {
+            // Rows g and g + 8 of each of the warp's tiles, 8 values (u * 32 + 8q ..) each.
+            uint4 a[2 * FG_TILES];
+#pragma unroll
+            for (int r = 0; r < 2 * FG_TILES; r++)
+                a[r] = fp8x8_to_bf16x8(*reinterpret_cast<const uint2*>(
+                    ws + (warp * FG_TILES * 16 + 8 * r + g) * FG_WSTRIDE + u * 32 + 8 * q));
+            uint4 b[FG_NT];
+#pragma unroll
+            for (int nt = 0; nt < FG_NT; nt++)
+                if (8 * nt < live)
+                    b[nt] = *reinterpret_cast<const uint4*>(xs + (8 * nt + g) * FG_XSTRIDE +
+                                                            u * 32 + 8 * q);
+            // Every accumulator's first mma, then every second one: asm volatile keeps the mmas
+            // in this order, and the two into one accumulator would otherwise wait on each other.
+#pragma unroll
+            for (int half = 0; half < 2; half++)
+#pragma unroll
+                for (int nt = 0; nt < FG_NT; nt++) {
+                    if (8 * nt >= live) break;
+#pragma unroll
+                    for (int t = 0; t < FG_TILES; t++) {
+                        const uint4 lo4 = a[2 * t], hi4 = a[2 * t + 1];
+                        const uint32_t af[4] = {half ? lo4.z : lo4.x, half ? hi4.z : hi4.x,
+                                                half ? lo4.w : lo4.y, half ? hi4.w : hi4.y};
+                        mma_bf16(acc[t][nt], af, half ? b[nt].z : b[nt].x,
+                                 half ? b[nt].w : b[nt].y);
+                    }
+                }
+        }
+    }
+    // acc[t][nt] holds (feature f0 + 16 t + g, rows 2q, 2q + 1 of n-tile nt), then feature + 8.
+    if (gridDim.z > 1)
+        fg_write(acc, parts + (size_t)blockIdx.z * M * N, nullptr, f0, row0, live, N, 0);
+    else if (mode == 1)
+        fg_write(acc, y, scale, f0, row0, live, N, 1);
+    else if (mode == 2)
+        fg_write(acc, y, scale, f0, row0, live, N, 2);
+    else
+        fg_write(acc, y, scale, f0, row0, live, N, 0);
+}
+
+// y (as gemm_fp8's mode says) = scale[f] * the sum of gemm_fp8's n_parts partial sums of (row,
+// f), added in part order. parts: [n_parts, M, N] f32.
+extern "C" __global__ void gemm_fp8_reduce(const float* __restrict__ parts,
+                                           const float* __restrict__ scale, void* __restrict__ y,
+                                           int M, int N, int n_parts, int mode) {
+    pdl_begin();
+    const size_t total = (size_t)M * N;
+    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < total;
+         o += (size_t)gridDim.x * blockDim.x) {
+        float v = 0.f;
+        for (int p = 0; p < n_parts; p++) v += parts[p * total + o];
+        fg_store(y, o, v * scale[o % N], mode);
+    }
+}
