@@ -1,5 +1,6 @@
-// Tensor-core and async-copy building blocks shared by the attention kernels: bf16/f16 packing,
-// mma.sync m16n8k16 with f32 accumulators, ldmatrix, and cp.async (sm_80+).
+// Tensor-core and async-copy building blocks shared by the attention, MoE and fp8 GEMM kernels:
+// bf16/f16 packing, fp8 widening, mma.sync m16n8k16 with f32 accumulators, ldmatrix, and
+// cp.async (sm_80+).
 //
 // Fragment layouts of mma.m16n8k16 (lane = 4 g + t): A (16x16, row-major) holds (g, 2t..2t+1),
 // (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) in its four registers; B (16x8, k-major) holds
@@ -81,6 +82,27 @@ __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 u) {
             const __half2_raw h =
                 __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w[i] >> (16 * j)), __NV_E4M3);
             r[2 * i + j] = (uint32_t)h.x | ((uint32_t)h.y << 16);
+        }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// 8 e4m3 values (8 bytes) as 8 bf16 values (16 bytes), exactly: each byte goes to the top of a
+// 16-bit half, its exponent and mantissa move down to bf16's places (the sign stays), and one
+// multiply by 2^120 rebiases the exponent (7 -> 127); subnormals come out right the same way.
+__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 u) {
+    const __nv_bfloat162 bias = __floats2bfloat162_rn(0x1p120f, 0x1p120f);
+    uint32_t r[4];
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            // Bytes 2j and 2j + 1 of w[i] into the high bytes of the two halves.
+            const uint32_t t = __byte_perm(w[i], 0, j ? 0x3424 : 0x1404);
+            const uint32_t b = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
+            __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&b);
+            v = __hmul2(v, bias);
+            r[2 * i + j] = *reinterpret_cast<const uint32_t*>(&v);
         }
     return make_uint4(r[0], r[1], r[2], r[3]);
 }

@@ -38,6 +38,17 @@ pub(super) fn stages(smem_optin: usize) -> Option<usize> {
     (stages >= 2).then_some(stages)
 }
 
+/// (parts, chunks a part) for an [n, k] matrix aiming at `target` blocks a row tile: as many
+/// parts as fill the target beside the feature blocks (at least one, at most a chunk each),
+/// evened out so that none is empty.
+fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
+    let blocks = n.div_ceil(FEATURES);
+    let chunks = k.div_ceil(CHUNK);
+    let parts = (target / blocks).clamp(1, chunks);
+    let per_part = chunks.div_ceil(parts);
+    (chunks.div_ceil(per_part), per_part)
+}
+
 impl Kernels {
     /// Whether an fp8 matmul of `rows` rows over `k` columns takes gemm_fp8.
     pub fn fp8_gemm_fits(&self, rows: usize, k: usize) -> bool {
@@ -48,11 +59,7 @@ impl Kernels {
     /// times the parts fill the SMs once where the features alone would not; it depends on n
     /// and k only, so a row's sums never depend on how many rows there are.
     fn fp8_split(&self, n: usize, k: usize) -> (usize, usize) {
-        let blocks = n.div_ceil(FEATURES);
-        let chunks = k.div_ceil(CHUNK);
-        let parts = (self.gemm_fp8_blocks / blocks).clamp(1, chunks);
-        let per_part = chunks.div_ceil(parts);
-        (chunks.div_ceil(per_part), per_part)
+        split(n, k, self.gemm_fp8_blocks)
     }
 
     /// Bytes of partial sums gemm_fp8 needs for an [n, k] matrix at up to FP8_GEMM_MAX_ROWS
@@ -114,5 +121,34 @@ impl Kernels {
             split_i,
             mode
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_cover_k_once_without_empty_parts_or_passing_the_target() {
+        for n in [24, 256, 1000, 4096, 6144, 24576, 151_936] {
+            for k in [16, 96, 1040, 4096, 12288] {
+                for target in [1, 132, 264, 1000] {
+                    let (parts, per_part) = split(n, k, target);
+                    let chunks = k.div_ceil(CHUNK);
+                    let at = format!("n {n} k {k} target {target}: {parts} x {per_part}");
+                    assert!(parts >= 1 && parts <= chunks, "{at}");
+                    assert!(parts * per_part >= chunks, "{at}: K not covered");
+                    assert!((parts - 1) * per_part < chunks, "{at}: an empty part");
+                    let blocks = n.div_ceil(FEATURES);
+                    assert!(
+                        parts == 1 || blocks * parts <= target,
+                        "{at}: past the target"
+                    );
+                }
+            }
+        }
+        // Qwen3-8B on an H100 (two blocks an SM): Q/K/V in 11 parts of 6 chunks, gate/up in 2.
+        assert_eq!(split(6144, 4096, 264), (11, 6));
+        assert_eq!(split(24576, 4096, 264), (2, 32));
     }
 }
