@@ -117,15 +117,14 @@ mod bench {
         std::env::var("HEARTH_BENCH_FP8").as_deref() == Ok("1")
     }
 
-    /// `matrix` in fp8 where HEARTH_BENCH_FP8=1 says so.
-    fn linear_matrix(
-        gpu: &CudaBackend,
-        rows: usize,
-        cols: usize,
-        seed: u64,
-    ) -> <CudaBackend as Backend>::Weight {
+    /// A linear layer's host matrix: `host_matrix`, in fp8 where HEARTH_BENCH_FP8=1 says so.
+    fn linear_host(rows: usize, cols: usize, seed: u64) -> HostWeight {
         let w = host_matrix(rows, cols, seed);
-        gpu.upload(if fp8() { w.to_fp8() } else { w }).unwrap()
+        if fp8() {
+            w.to_fp8()
+        } else {
+            w
+        }
     }
 
     /// Matrices uploaded together, as a model uploads Q/K/V and gate/up.
@@ -138,8 +137,7 @@ mod bench {
         let ws = rows
             .iter()
             .zip(seed..)
-            .map(|(&r, s)| host_matrix(r, cols, s))
-            .map(|w| if fp8() { w.to_fp8() } else { w })
+            .map(|(&r, s)| linear_host(r, cols, s))
             .collect();
         gpu.upload_group(ws).unwrap()
     }
@@ -196,7 +194,7 @@ mod bench {
         // Copies of the smaller matrices, used in turn, so none is served from the 50 MB L2.
         let copies = |rows, cols, seed, n: u64| -> Vec<_> {
             (0..n)
-                .map(|i| linear_matrix(gpu, rows, cols, seed + 10 * i))
+                .map(|i| gpu.upload(linear_host(rows, cols, seed + 10 * i)).unwrap())
                 .collect()
         };
         let qkv: Vec<_> = (0..4)

@@ -21,9 +21,7 @@
 #include "mma.cuh"
 
 #define FG_WARPS 8
-#ifndef FG_MIN_BLOCKS
-#define FG_MIN_BLOCKS 2  // blocks an SM the registers are sized for
-#endif
+#define FG_MIN_BLOCKS 2  // blocks an SM the registers are sized for (MAX_BLOCKS_PER_SM)
 #define FG_TILES 2
 #define FG_FEATURES (FG_WARPS * FG_TILES * 16)
 #define FG_ROWS 64

@@ -235,11 +235,7 @@ impl Kernels {
         let smem_per_sm = stream.context().attribute(
             CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
         )? as usize;
-        let fp8_stages = if std::env::var("HEARTH_FP8_GEMM").as_deref() == Ok("dequant") {
-            None
-        } else {
-            gemm_fp8::stages(smem_optin)
-        };
+        let (fp8_stages, fp8_blocks) = gemm_fp8::config(sms, smem_optin, smem_per_sm);
         let k = Kernels {
             ring: Ring::load(module, &stream, sms, pdl.graphs)?,
             embedding: f("embedding")?,
@@ -294,13 +290,7 @@ impl Kernels {
             gemm_fp8: f("gemm_fp8")?,
             gemm_fp8_reduce: f("gemm_fp8_reduce")?,
             gemm_fp8_stages: fp8_stages,
-            gemm_fp8_blocks: std::env::var("HEARTH_FP8_GEMM_BLOCKS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| {
-                    let per_sm = fp8_stages.map_or(1, |s| gemm_fp8::blocks_per_sm(s, smem_per_sm));
-                    sms * per_sm
-                }),
+            gemm_fp8_blocks: fp8_blocks,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: [
                 [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],

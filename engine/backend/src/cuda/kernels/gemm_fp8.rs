@@ -20,22 +20,29 @@ pub(super) const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 
 const MAX_STAGES: usize = 3;
 const MAX_BLOCKS_PER_SM: usize = 2;
 
-/// Blocks of `stages` stages an SM with `smem_per_sm` bytes of shared memory holds at once.
-pub(super) fn blocks_per_sm(stages: usize, smem_per_sm: usize) -> usize {
-    // The driver keeps 1 KiB a block.
-    (smem_per_sm / (stages * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
-}
-
-/// The stages gemm_fp8 runs with where a block may have `smem_optin` bytes of shared memory
-/// (HEARTH_FP8_GEMM_STAGES caps them); None where fewer than two fit.
-pub(super) fn stages(smem_optin: usize) -> Option<usize> {
-    let cap = std::env::var("HEARTH_FP8_GEMM_STAGES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+/// gemm_fp8's (pipeline stages, blocks it aims at for a row tile) on a GPU of `sms` SMs whose
+/// blocks may have `smem_optin` bytes of shared memory, `smem_per_sm` an SM. Stages: None with
+/// HEARTH_FP8_GEMM=dequant or where fewer than two fit, capped by HEARTH_FP8_GEMM_STAGES.
+/// Blocks: as many as the SMs hold at once, or HEARTH_FP8_GEMM_BLOCKS.
+pub(super) fn config(sms: usize, smem_optin: usize, smem_per_sm: usize) -> (Option<usize>, usize) {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    let cap = env("HEARTH_FP8_GEMM_STAGES")
         .unwrap_or(MAX_STAGES)
         .clamp(2, 8);
-    let stages = (smem_optin / STAGE_BYTES).min(cap);
-    (stages >= 2).then_some(stages)
+    let stages = Some((smem_optin / STAGE_BYTES).min(cap))
+        .filter(|s| *s >= 2 && std::env::var("HEARTH_FP8_GEMM").as_deref() != Ok("dequant"));
+    // The driver keeps 1 KiB a block.
+    let per_sm = stages.map_or(1, |s| {
+        (smem_per_sm / (s * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
+    });
+    (
+        stages,
+        env("HEARTH_FP8_GEMM_BLOCKS").unwrap_or(sms * per_sm),
+    )
 }
 
 /// (parts, chunks a part) for an [n, k] matrix aiming at `target` blocks a row tile: as many
