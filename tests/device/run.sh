@@ -47,7 +47,8 @@
 #   serveenv the engine in process (1,000-token prompts, AB_GEN outputs, default 500) at the
 #            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
 #            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
-#            one command, on the Qwen3-8B shape
+#            one command, on the Qwen3-8B shape, with AB_ARGS added to the bench's arguments
+#            (e.g. "--quantization fp8")
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
 #            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
 #            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
@@ -184,9 +185,9 @@ serveenv)
     make_models q8b
     for i in $(seq "${AB_ROUNDS:-2}"); do
         for v in ${AB_ENVS:?serveenv: set AB_ENVS}; do
-            # shellcheck disable=SC2046 # the settings split into env's arguments
+            # shellcheck disable=SC2046,SC2086 # the settings and AB_ARGS split into arguments
             t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$E" bench --model /tmp/q8b \
-                --concurrency "${AB_CONCURRENCY:-16,32,64}" --serve-prompt 1000 --serve-gen "${AB_GEN:-500}"
+                --concurrency "${AB_CONCURRENCY:-16,32,64}" --serve-prompt 1000 --serve-gen "${AB_GEN:-500}" ${AB_ARGS:-}
         done
     done
     grep -H -E "^\| [0-9]+ \|" "$OUT"/serveenv_*.txt | tee -a "$OUT/summary.txt"

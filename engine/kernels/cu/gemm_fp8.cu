@@ -10,10 +10,16 @@
 //
 // The products are mma.sync m16n8k16 with the weight rows (features) as M and the activation
 // rows as N, as moe_tc.cu: lane (g = lane / 4, q = lane % 4) reads 8 weights (k0 + 8q ..
-// k0 + 8q + 7) of rows g and g + 8 of each 16-row tile, widens them to bf16 exactly in
-// registers, and feeds the first half to one mma and the second half to another; the
-// activations are read in the same k order, so each mma's k slots hold the same permutation of
-// k0 .. k0 + 31 for A and B and the dot products are unchanged.
+// k0 + 8q + 7) of rows g and g + 8 of each 16-row tile, widens them to f16 exactly in
+// registers (one conversion instruction a pair), and feeds the first half to one mma and the
+// second half to another; the activations are read in the same k order, so each mma's k slots
+// hold the same permutation of k0 .. k0 + 31 for A and B and the dot products are unchanged.
+//
+// The mma is f16, so the activations go in as f16 too: each thread turns the bf16 pieces it
+// copied into a stage into f16 times 2^-FG_XSHIFT before the stage's barrier. bf16's 8
+// significant bits fit f16's 11, so that is exact for |x| >= 2^(FG_XSHIFT - 17) and within
+// 2^(FG_XSHIFT - 25) below; the shift puts f16's overflow at 2^(16 + FG_XSHIFT), beyond any
+// activation; the sums are multiplied back by 2^FG_XSHIFT (exact).
 //
 // One part writes the output itself; with more, each writes f32 partial sums and
 // gemm_fp8_reduce adds them in part order. How K is split depends only on N and K (and the
@@ -28,6 +34,7 @@
 #define FG_NT (FG_ROWS / 8)
 #define FG_KC 64
 #define FG_SUB (FG_KC / 32)
+#define FG_XSHIFT 4
 // Bytes a weight row takes in shared memory: 32 bytes of padding put the rows g = 0..3 a half
 // warp's 8-byte reads hit a quarter of the banks each.
 #define FG_WSTRIDE (FG_KC + 32)
@@ -93,6 +100,27 @@ __device__ __forceinline__ void fg_stage(unsigned char* st, const FgCopies& cp, 
     }
 }
 
+// The thread's own activation pieces of stage st (copied by fg_stage, complete) from bf16 to
+// f16 times 2^-FG_XSHIFT, in place. Zero pieces stay zero.
+__device__ __forceinline__ void fg_x_to_f16(unsigned char* st, const FgCopies& cp) {
+    const __nv_bfloat162 down = __floats2bfloat162_rn(0x1p-4f, 0x1p-4f);
+    static_assert(FG_XSHIFT == 4, "down is 2^-FG_XSHIFT");
+    bf16* xs = reinterpret_cast<bf16*>(st + FG_FEATURES * FG_WSTRIDE);
+#pragma unroll
+    for (int j = 0; j < FG_XPIECES; j++) {
+        uint4* p = reinterpret_cast<uint4*>(xs + (cp.xr + j * FG_XROWS_STEP) * FG_XSTRIDE + cp.kx);
+        uint4 v = *p;
+        uint32_t* u = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            __nv_bfloat162 b = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]), down);
+            const uint32_t d = *reinterpret_cast<const uint32_t*>(&b);
+            u[i] = pack_f16(__uint_as_float(d << 16), __uint_as_float(d & 0xffff0000u));
+        }
+        *p = v;
+    }
+}
+
 // Waits until at most n committed copy groups are in flight (n < 8).
 __device__ __forceinline__ void fg_wait(int n) {
     switch (n) {
@@ -118,7 +146,7 @@ __device__ __forceinline__ void fg_store(void* y, size_t o, float v, int mode) {
 }
 
 // The warp's sums to y as fg_store's mode says, each times its feature's scale (none: partial
-// sums, unscaled, into f32).
+// sums, without the weights' scales, into f32).
 __device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
                                          const float* __restrict__ scale, int f0, int row0,
                                          int live, int N, int mode) {
@@ -129,7 +157,8 @@ __device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4],
         for (int h = 0; h < 2; h++) {
             const int f = f0 + 16 * t + 8 * h + g;
             if (f >= N) continue;
-            const float sc = scale ? scale[f] : 1.f;
+            // The activations went in times 2^-FG_XSHIFT.
+            const float sc = (scale ? scale[f] : 1.f) * (float)(1 << FG_XSHIFT);
 #pragma unroll
             for (int nt = 0; nt < FG_NT; nt++)
 #pragma unroll
@@ -141,6 +170,63 @@ __device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4],
         }
 }
 
+// The main loop over the block's n chunks for NT live 8-row tiles (rows past M are zeros in
+// shared memory; tiles past NT are not multiplied): the sums, unscaled, in acc.
+template <int NT>
+__device__ __forceinline__ void fg_mainloop(float (&acc)[FG_TILES][FG_NT][4],
+                                            const FgCopies& cp, int K, int c_begin, int n,
+                                            int stages) {
+    extern __shared__ __align__(16) unsigned char fg_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    for (int s = 0; s < stages - 1; s++) {
+        if (s < n) fg_stage(fg_smem + s * FG_STAGE_BYTES, cp, K, c_begin + s);
+        cp_async_commit();
+    }
+    // The stage of chunk i; chunk i + stages - 1 (copied while chunk i is multiplied) goes to
+    // the one before it.
+    int cur = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char* ws = fg_smem + cur * FG_STAGE_BYTES;
+        const int ahead = (cur == 0 ? stages : cur) - 1;
+        fg_wait(stages - 2);  // this thread's copies of chunk i are in
+        fg_x_to_f16(ws, cp);
+        __syncthreads();  // every thread's, and chunk i - 1's stage is free
+        if (i + stages - 1 < n)
+            fg_stage(fg_smem + ahead * FG_STAGE_BYTES, cp, K, c_begin + i + stages - 1);
+        cp_async_commit();
+        cur = cur + 1 == stages ? 0 : cur + 1;
+        const __half* xs = reinterpret_cast<const __half*>(ws + FG_FEATURES * FG_WSTRIDE);
+#pragma unroll
+        for (int u = 0; u < FG_SUB; u++) {
+            // Rows g and g + 8 of each of the warp's tiles, 8 values (u * 32 + 8q ..) each.
+            uint4 a[2 * FG_TILES];
+#pragma unroll
+            for (int r = 0; r < 2 * FG_TILES; r++)
+                a[r] = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(
+                    ws + (warp * FG_TILES * 16 + 8 * r + g) * FG_WSTRIDE + u * 32 + 8 * q));
+            uint4 b[NT];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                b[nt] =
+                    *reinterpret_cast<const uint4*>(xs + (8 * nt + g) * FG_XSTRIDE + u * 32 + 8 * q);
+            // Every accumulator's first mma, then every second one: asm volatile keeps the mmas
+            // in this order, and the two into one accumulator would otherwise wait on each other.
+#pragma unroll
+            for (int half = 0; half < 2; half++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int t = 0; t < FG_TILES; t++) {
+                        const uint4 lo4 = a[2 * t], hi4 = a[2 * t + 1];
+                        const uint32_t af[4] = {half ? lo4.z : lo4.x, half ? hi4.z : hi4.x,
+                                                half ? lo4.w : lo4.y, half ? hi4.w : hi4.y};
+                        mma_f16(acc[t][nt], af, half ? b[nt].z : b[nt].x,
+                                half ? b[nt].w : b[nt].y);
+                    }
+        }
+    }
+}
+
 // mode as fg_store's. With gridDim.z > 1 the parts' sums go to parts ([gridDim.z, M, N] f32),
 // for gemm_fp8_reduce. K % 16 == 0. Grid (ceil(M / FG_ROWS), ceil(N / FG_FEATURES), parts),
 // FG_WARPS warps, stages * FG_STAGE_BYTES of dynamic shared memory (2 <= stages <= 8): chunks
@@ -150,59 +236,23 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, FG_MIN_BLOCKS)
              const bf16* __restrict__ x, void* __restrict__ y, float* __restrict__ parts, int M,
              int N, int K, int chunks_per_split, int stages, int mode) {
     pdl_begin();
-    extern __shared__ __align__(16) unsigned char fg_smem[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int warp = threadIdx.x >> 5;
     const int row0 = blockIdx.x * FG_ROWS, live = min(M - row0, FG_ROWS);
     const int fb = blockIdx.y * FG_FEATURES, f0 = fb + warp * FG_TILES * 16;
     const int chunks = (K + FG_KC - 1) / FG_KC;
     const int c_begin = blockIdx.z * chunks_per_split;
     const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
     const FgCopies cp = fg_copies(w, x, fb, row0, M, N, K);
-    for (int s = 0; s < stages - 1; s++) {
-        if (s < n) fg_stage(fg_smem + s * FG_STAGE_BYTES, cp, K, c_begin + s);
-        cp_async_commit();
-    }
     float acc[FG_TILES][FG_NT][4] = {};
-    for (int i = 0; i < n; i++) {
-        fg_wait(stages - 2);  // chunk i is in
-        __syncthreads();      // for every thread, and chunk i - 1's stage is free
-        const int next = i + stages - 1;
-        if (next < n)
-            fg_stage(fg_smem + (next % stages) * FG_STAGE_BYTES, cp, K, c_begin + next);
-        cp_async_commit();
-        const unsigned char* ws = fg_smem + (i % stages) * FG_STAGE_BYTES;
-        const bf16* xs = reinterpret_cast<const bf16*>(ws + FG_FEATURES * FG_WSTRIDE);
-#pragma unroll
-        for (int u = 0; u < FG_SUB; u++) {
-            // Rows g and g + 8 of each of the warp's tiles, 8 values (u * 32 + 8q ..) each.
-            uint4 a[2 * FG_TILES];
-#pragma unroll
-            for (int r = 0; r < 2 * FG_TILES; r++)
-                a[r] = fp8x8_to_bf16x8(*reinterpret_cast<const uint2*>(
-                    ws + (warp * FG_TILES * 16 + 8 * r + g) * FG_WSTRIDE + u * 32 + 8 * q));
-            uint4 b[FG_NT];
-#pragma unroll
-            for (int nt = 0; nt < FG_NT; nt++)
-                if (8 * nt < live)
-                    b[nt] = *reinterpret_cast<const uint4*>(xs + (8 * nt + g) * FG_XSTRIDE +
-                                                            u * 32 + 8 * q);
-            // Every accumulator's first mma, then every second one: asm volatile keeps the mmas
-            // in this order, and the two into one accumulator would otherwise wait on each other.
-#pragma unroll
-            for (int half = 0; half < 2; half++)
-#pragma unroll
-                for (int nt = 0; nt < FG_NT; nt++) {
-                    if (8 * nt >= live) break;
-#pragma unroll
-                    for (int t = 0; t < FG_TILES; t++) {
-                        const uint4 lo4 = a[2 * t], hi4 = a[2 * t + 1];
-                        const uint32_t af[4] = {half ? lo4.z : lo4.x, half ? hi4.z : hi4.x,
-                                                half ? lo4.w : lo4.y, half ? hi4.w : hi4.y};
-                        mma_bf16(acc[t][nt], af, half ? b[nt].z : b[nt].x,
-                                 half ? b[nt].w : b[nt].y);
-                    }
-                }
-        }
+    switch ((live + 7) / 8) {
+        case 1: fg_mainloop<1>(acc, cp, K, c_begin, n, stages); break;
+        case 2: fg_mainloop<2>(acc, cp, K, c_begin, n, stages); break;
+        case 3: fg_mainloop<3>(acc, cp, K, c_begin, n, stages); break;
+        case 4: fg_mainloop<4>(acc, cp, K, c_begin, n, stages); break;
+        case 5: fg_mainloop<5>(acc, cp, K, c_begin, n, stages); break;
+        case 6: fg_mainloop<6>(acc, cp, K, c_begin, n, stages); break;
+        case 7: fg_mainloop<7>(acc, cp, K, c_begin, n, stages); break;
+        default: fg_mainloop<8>(acc, cp, K, c_begin, n, stages); break;
     }
     // acc[t][nt] holds (feature f0 + 16 t + g, rows 2q, 2q + 1 of n-tile nt), then feature + 8.
     if (gridDim.z > 1)
