@@ -6,8 +6,10 @@
 // warps of a block take every fourth tile of the split, each with its own online softmax, and
 // are merged at the end; rows with several splits are merged by attn_decode_merge.
 //
-// bf16 caches use bf16 mma (Q and P rounded to bf16, as the prefill kernel). fp8 e4m3 caches are
-// widened to f16, exactly, in shared memory and use f16 mma (Q and P in f16).
+// bf16 caches use bf16 mma (Q and P rounded to bf16, as the prefill kernel). fp8 e4m3 caches use
+// f16 mma (Q and P in f16): K is widened to f16 exactly in registers, each lane reading 8
+// consecutive bytes of a key (dims 32p + 8t ..) for two mmas, with Q's fragments taken in the
+// same permutation of the dims; V is widened into shared memory for ldmatrix's transpose.
 //
 // The split count depends only on the row's own number of visible keys, the warps' share of the
 // keys is fixed, and every reduction runs in a fixed order: a row's numerics do not depend on
@@ -23,13 +25,16 @@
 #define DTC_MAX_GROUP 16     // query heads per KV head
 
 // Per-warp shared memory: two stages of K and V tiles as the cache stores them (bf16 tiles with
-// padded rows, read by ldmatrix directly; fp8 tiles raw), plus for fp8 one widened f16 tile pair.
+// padded rows, read by ldmatrix directly; fp8 tiles raw, rows padded by 32 bytes so that a half
+// warp's 8-byte reads of rows g = 0..3 hit a quarter of the banks each), plus for fp8 one
+// widened f16 V tile.
 template <int HD, typename T>
 struct DtcSmem {
     static constexpr int ROW = HD + 8;  // 16-bit elements per padded tile row
+    static constexpr int RAW_ROW = HD + 32;  // bytes per fp8 tile row
     static constexpr bool FP8 = std::is_same<T, fp8>::value;
-    static constexpr int STAGE_BYTES = FP8 ? 2 * DTC_BK * HD : 2 * DTC_BK * ROW * 2;
-    static constexpr int WIDE_BYTES = FP8 ? 2 * DTC_BK * ROW * 2 : 0;
+    static constexpr int STAGE_BYTES = FP8 ? 2 * DTC_BK * RAW_ROW : 2 * DTC_BK * ROW * 2;
+    static constexpr int WIDE_BYTES = FP8 ? DTC_BK * ROW * 2 : 0;
     static constexpr int WARP_BYTES = 2 * STAGE_BYTES + WIDE_BYTES;
     static constexpr int MERGE_BYTES = DTC_WARPS * 16 * (HD + 2) * 4;
     static constexpr int BYTES =
@@ -47,7 +52,7 @@ __device__ __forceinline__ void dtc_load(unsigned char* stage, const T* __restri
     constexpr int EB = sizeof(T);          // bytes per element
     constexpr int VEC = 16 / EB;           // elements per 16-byte copy
     constexpr int VECS = HD / VEC;         // copies per key row
-    constexpr int DST_ROW = S::FP8 ? HD : S::ROW * 2;  // bytes per tile row in the stage
+    constexpr int DST_ROW = S::FP8 ? S::RAW_ROW : S::ROW * 2;  // bytes per tile row in the stage
 #pragma unroll
     for (int x = lane; x < DTC_BK * VECS; x += 32) {
         const int j = x / VECS, c = x % VECS;
@@ -123,7 +128,8 @@ __device__ __forceinline__ void attn_decode_tc_core(
     const int last = k_end - 1;
 
     // Q fragments of the group's heads (rows g and g + 8 of the tile; rows >= G are zero),
-    // scaled by scale * log2(e) so the softmax uses exp2.
+    // scaled by scale * log2(e) so the softmax uses exp2. For fp8 chunks c and c + 1 take the
+    // dims as the K fragments do: 16 c + 8 tg + {0, 1 | 2, 3} and {4, 5 | 6, 7}.
     uint32_t qa[KC][4];
     {
         const float qs = scale * 1.4426950408889634f;
@@ -136,12 +142,13 @@ __device__ __forceinline__ void attn_decode_tc_core(
         };
 #pragma unroll
         for (int c = 0; c < KC; c++) {
-            const int d = 16 * c + 2 * tg;
+            const int d = S::FP8 ? 16 * (c & ~1) + 8 * tg + 4 * (c & 1) : 16 * c + 2 * tg;
+            const int d2 = d + (S::FP8 ? 2 : 8);
             const float2 z = make_float2(0.f, 0.f);
             const float2 a0 = lo_ok ? ld(q_lo + d) : z;
             const float2 a1 = hi_ok ? ld(q_hi + d) : z;
-            const float2 a2 = lo_ok ? ld(q_lo + d + 8) : z;
-            const float2 a3 = hi_ok ? ld(q_hi + d + 8) : z;
+            const float2 a2 = lo_ok ? ld(q_lo + d2) : z;
+            const float2 a3 = hi_ok ? ld(q_hi + d2) : z;
             qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
             qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
             qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
@@ -165,20 +172,23 @@ __device__ __forceinline__ void attn_decode_tc_core(
             cp_async_wait<0>();
         }
         __syncwarp();
-        // The tile as 16-bit rows: K rows 0..15, V rows 16..31 (row stride S::ROW).
-        uint16_t(*tile)[S::ROW];
+        // V's 16 rows as 16-bit values (row stride S::ROW): the bf16 tile's rows 16..31, or the
+        // fp8 tile's widened.
+        const uint16_t(*vt)[S::ROW];
+        const unsigned char* raw = wsm + st * S::STAGE_BYTES;
         if constexpr (S::FP8) {
-            const unsigned char* raw = wsm + st * S::STAGE_BYTES;
-            tile = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + 2 * S::STAGE_BYTES);
+            uint16_t(*wide)[S::ROW] = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + 2 * S::STAGE_BYTES);
 #pragma unroll
-            for (int x = lane; x < 2 * DTC_BK * HD / 8; x += 32) {
+            for (int x = lane; x < DTC_BK * HD / 8; x += 32) {
                 const int j = x / (HD / 8), c = x % (HD / 8);
-                const uint2 u = *reinterpret_cast<const uint2*>(raw + j * HD + c * 8);
-                *reinterpret_cast<uint4*>(&tile[j][c * 8]) = fp8x8_to_f16x8(u);
+                const uint2 u =
+                    *reinterpret_cast<const uint2*>(raw + (DTC_BK + j) * S::RAW_ROW + c * 8);
+                *reinterpret_cast<uint4*>(&wide[j][c * 8]) = fp8x8_to_f16x8(u);
             }
             __syncwarp();
+            vt = wide;
         } else {
-            tile = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + st * S::STAGE_BYTES);
+            vt = reinterpret_cast<const uint16_t(*)[S::ROW]>(raw) + DTC_BK;
         }
 
         // S = Q K^T for 16 keys: 2 n-tiles of 8 keys.
@@ -189,7 +199,14 @@ __device__ __forceinline__ void attn_decode_tc_core(
 #pragma unroll
             for (int c = 0; c < KC; c += 2) {
                 uint32_t b[4];
-                ldmatrix_x4(b, &tile[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
+                if constexpr (S::FP8) {
+                    const uint4 k = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(
+                        raw + (8 * j + g) * S::RAW_ROW + 16 * c + 8 * tg));
+                    b[0] = k.x, b[1] = k.y, b[2] = k.z, b[3] = k.w;
+                } else {
+                    const uint16_t(*kt)[S::ROW] = reinterpret_cast<const uint16_t(*)[S::ROW]>(raw);
+                    ldmatrix_x4(b, &kt[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
+                }
                 Mma::mma(s[j], qa[c], b[0], b[1]);
                 Mma::mma(s[j], qa[c + 1], b[2], b[3]);
             }
@@ -237,8 +254,7 @@ __device__ __forceinline__ void attn_decode_tc_core(
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
             uint32_t b[4];
-            ldmatrix_x4_trans(
-                b, &tile[DTC_BK + 8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
+            ldmatrix_x4_trans(b, &vt[8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
             Mma::mma(o[n], pa, b[0], b[1]);
             Mma::mma(o[n + 1], pa, b[2], b[3]);
         }

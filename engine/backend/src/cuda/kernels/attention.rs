@@ -57,16 +57,16 @@ impl Kernels {
     }
 
     /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
-    /// two stages of K and V tiles (bf16 rows padded by 8, or fp8 rows) plus, for fp8, one
-    /// widened f16 tile pair; at least the warps' merge area.
+    /// two stages of K and V tiles (bf16 rows padded by 8 values, or fp8 rows padded by 32
+    /// bytes) plus, for fp8, one widened f16 V tile; at least the warps' merge area.
     pub(super) fn decode_tc_smem(hd: usize, fp8: bool) -> usize {
         let row = (hd + 8) * 2;
         let stage = if fp8 {
-            2 * DECODE_TC_BK * hd
+            2 * DECODE_TC_BK * (hd + 32)
         } else {
             2 * DECODE_TC_BK * row
         };
-        let wide = if fp8 { 2 * DECODE_TC_BK * row } else { 0 };
+        let wide = if fp8 { DECODE_TC_BK * row } else { 0 };
         let merge = DECODE_TC_WARPS * 16 * (hd + 2) * 4;
         (DECODE_TC_WARPS * (2 * stage + wide)).max(merge)
     }
