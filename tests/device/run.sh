@@ -57,6 +57,8 @@
 #            off / on / without dot products, a token's timeline by step (HEARTH_RING_DIAG=
 #            timeline), Nsight Compute on one token's launch
 #            (pack.sh ring_decode)
+#   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16) against the wgmma W8A8
+#            experiment, Qwen3-8B shapes (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
 #   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
 #            keys together, read in decode attention's shape, against the copy rate
 #            (tests/device/kv_stride_bench.cu; needs only nvcc there)
@@ -336,6 +338,10 @@ smollm2)
 gemvk)
     t gemvk_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/gemv_bench tests/device/gemv_bench.cu
     t gemvk timeout 240 /tmp/gemv_bench
+    ;;
+fp8k)
+    t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu
+    t fp8k timeout 300 /tmp/fp8_gemm_bench
     ;;
 kvstride)
     t kvstride_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/kv_stride_bench tests/device/kv_stride_bench.cu

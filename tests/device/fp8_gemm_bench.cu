@@ -1,0 +1,197 @@
+// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16, the engine's)
+// against the wgmma W8A8 experiment (fp8_wgmma_experiment.cu, with its activation quantization
+// timed apart), at Qwen3-8B's shapes, as read rates of the fp8 bytes against a plain copy.
+// Weights rotate over copies larger than L2. Each kernel's output is checked against a plain
+// f32 loop over the same fp8 (and, for W8A8, quantized) values.
+//
+// Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a).
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <algorithm>
+#include <vector>
+
+#include "../../engine/kernels/cu/gemm_fp8.cu"
+#include "fp8_wgmma_experiment.cu"
+
+#include "check.cuh"
+
+// Random e4m3 bytes (no NaN codes) and bf16 values in [-1, 1).
+__global__ void fill_fp8(uint8_t* w, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        uint8_t b = (h >> 8) & 0xff;
+        if ((b & 0x7f) == 0x7f) b ^= 1;
+        w[i] = b;
+    }
+}
+__global__ void fill_bf16(bf16* x, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        x[i] = __float2bfloat16(((h >> 8) & 0xffff) / 32768.f - 1.f);
+    }
+}
+__global__ void fill_scale(float* s, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        s[i] = 1e-3f * (1 + i % 7);
+}
+
+__device__ float e4m3f(uint8_t b) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(b, __NV_E4M3);
+    return __half2float(*reinterpret_cast<const __half*>(&h));
+}
+
+// ref[m][n] = ws[n] * sum_k w[n][k] * x[m][k], x bf16 (xq null) or fp8 xq times xs[m].
+__global__ void ref_gemm(const uint8_t* w, const float* ws, const bf16* x, const uint8_t* xq,
+                         const float* xs, float* ref, int M, int N, int K) {
+    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    const int m = i / N, n = i % N;
+    float s = 0.f;
+    for (int k = 0; k < K; k++) {
+        const float a = xq ? e4m3f(xq[(size_t)m * K + k]) : __bfloat162float(x[(size_t)m * K + k]);
+        s += a * e4m3f(w[(size_t)n * K + k]);
+    }
+    ref[i] = s * ws[n] * (xq ? xs[m] : 1.f);
+}
+
+static float max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+    float top = 0.f, d = 0.f;
+    for (size_t i = 0; i < a.size(); i++) {
+        top = std::max(top, fabsf(b[i]));
+        d = std::max(d, fabsf(a[i] - b[i]));
+    }
+    return d / std::max(top, 1e-30f);
+}
+
+// gemm_fp8's K split (kernels/gemm_fp8.rs): (parts, chunks a part).
+static void split(int n, int k, int target, int* parts, int* per, int kc, int features) {
+    const int blocks = (n + features - 1) / features, chunks = (k + kc - 1) / kc;
+    int p = std::min(std::max(target / blocks, 1), chunks);
+    *per = (chunks + p - 1) / p;
+    *parts = (chunks + *per - 1) / *per;
+}
+
+int main() {
+    int sms;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const double rate = copy_rate();
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float ms;
+    printf("copy rate %.2f TB/s, %d SMs\n", rate / 1e12, sms);
+
+    const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_STAGES * FW_STAGE_BYTES;
+    CK(cudaFuncSetAttribute(gemm_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, fg_smem));
+    CK(cudaFuncSetAttribute(fw_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, fw_smem));
+    int fg_per_sm, fw_per_sm;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fg_per_sm, gemm_fp8, 256, fg_smem));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fw_per_sm, fw_gemm, 256, fw_smem));
+    printf("blocks an SM: gemm_fp8 %d, fw_gemm %d\n", fg_per_sm, fw_per_sm);
+
+    struct Shape { const char* name; int n, k; } shapes[] = {
+        {"qkv 6144x4096", 6144, 4096}, {"o 4096x4096", 4096, 4096},
+        {"gate+up 24576x4096", 24576, 4096}, {"down 4096x12288", 4096, 12288}};
+    const int rows[] = {16, 32, 64, 128};
+    const int max_m = 128, max_n = 24576, max_k = 12288;
+    bf16* x;
+    uint8_t* xq;
+    float *xs, *y, *ref, *parts;
+    CK(cudaMalloc(&x, (size_t)max_m * max_k * 2));
+    CK(cudaMalloc(&xq, (size_t)max_m * max_k));
+    CK(cudaMalloc(&xs, max_m * 4));
+    CK(cudaMalloc(&y, (size_t)max_m * max_n * 4));
+    CK(cudaMalloc(&ref, (size_t)max_m * max_n * 4));
+    CK(cudaMalloc(&parts, (size_t)64 * max_m * max_n * 4));
+    fill_bf16<<<1024, 256>>>(x, (size_t)max_m * max_k, 5u);
+    for (auto& s : shapes) {
+        const size_t bytes = (size_t)s.n * s.k;
+        const int copies = (int)std::max<size_t>(2, (200ull << 20) / bytes + 1);
+        std::vector<uint8_t*> w(copies);
+        float* ws;
+        CK(cudaMalloc(&ws, s.n * 4));
+        fill_scale<<<64, 256>>>(ws, s.n);
+        for (int i = 0; i < copies; i++) {
+            CK(cudaMalloc(&w[i], bytes));
+            fill_fp8<<<1024, 256>>>(w[i], bytes, 17u);
+        }
+        for (int m : rows) {
+            int fg_parts, fg_per, fw_parts, fw_per;
+            split(s.n, s.k, sms * fg_per_sm, &fg_parts, &fg_per, FG_KC, FG_FEATURES);
+            split(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
+            const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
+            const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
+            const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
+            auto run_fg = [&](const uint8_t* wi) {
+                gemm_fp8<<<fg_grid, 256, fg_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fg_per, 3, 0);
+                if (fg_parts > 1)
+                    gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fg_parts, 0);
+            };
+            auto run_q = [&]() { fw_quantize_rows<<<m, 256>>>(x, xq, xs, s.k); };
+            auto run_fw = [&](const uint8_t* wi) {
+                fw_gemm<<<fw_grid, 256, fw_smem>>>(wi, ws, xq, xs, y, parts, m, s.n, s.k, fw_per);
+                if (fw_parts > 1)
+                    gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fw_parts, 0);
+            };
+            std::vector<float> hy((size_t)m * s.n), hr((size_t)m * s.n);
+            const int ref_blocks = (int)(((size_t)m * s.n + 255) / 256);
+            // Checks.
+            run_fg(w[0]);
+            CK(cudaGetLastError());
+            ref_gemm<<<ref_blocks, 256>>>(w[0], ws, x, nullptr, nullptr, ref, m, s.n, s.k);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
+            const float d16 = max_rel(hy, hr);
+            run_q();
+            run_fw(w[0]);
+            CK(cudaGetLastError());
+            ref_gemm<<<ref_blocks, 256>>>(w[0], ws, x, xq, xs, ref, m, s.n, s.k);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
+            const float d8 = max_rel(hy, hr);
+            // W8A8 against W8A16's reference: what quantizing the activations costs.
+            std::vector<float> h16((size_t)m * s.n);
+            ref_gemm<<<ref_blocks, 256>>>(w[0], ws, x, nullptr, nullptr, ref, m, s.n, s.k);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(h16.data(), ref, h16.size() * 4, cudaMemcpyDeviceToHost));
+            const float dq = max_rel(hr, h16);
+            // Timing.
+            const int reps = 40;
+            auto time = [&](auto f) {
+                for (int i = 0; i < 4; i++) f(i);
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < reps; i++) f(i);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                return ms * 1e3 / reps;
+            };
+            const double t16 = time([&](int i) { run_fg(w[i % copies]); });
+            const double t16k = time([&](int i) {
+                gemm_fp8<<<fg_grid, 256, fg_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
+                                                    fg_per, 3, 0);
+            });
+            const double tq = time([&](int) { run_q(); });
+            const double t8 = time([&](int i) { run_fw(w[i % copies]); });
+            const double ideal = bytes / rate * 1e6;
+            printf("%-20s m=%3d  gemm_fp8 %7.1f us (%4.1f%%, %d parts, err %.1e; %.1f us without "
+                   "the reduce)  wgmma a8 %7.1f us (%4.1f%%, %d parts, err %.1e) + quantize %5.1f us; "
+                   "a8 vs a16 values %.1e\n",
+                   s.name, m, t16, 100 * ideal / t16, fg_parts, d16, t16k, t8, 100 * ideal / t8,
+                   fw_parts, d8, tq, dq);
+        }
+        for (auto p : w) CK(cudaFree(p));
+        CK(cudaFree(ws));
+    }
+    return 0;
+}
