@@ -65,10 +65,13 @@ __device__ __forceinline__ void fw_stage(unsigned char* st, const uint8_t* __res
                                          const uint8_t* __restrict__ x, int fb, int row0, int M,
                                          int N, int K, int c) {
     const int k0 = c * FW_KC;
+    // Piece p: 8 consecutive lanes take 8 rows' same 16 bytes (one core matrix row each, so a
+    // quarter warp writes 128 contiguous bytes of shared memory), the next 8 the next 16 bytes.
     constexpr int PR = FW_KC / 16;  // pieces a row
 #pragma unroll
     for (int j = 0; j < FW_FEATURES * PR / 256; j++) {
-        const int p = threadIdx.x + 256 * j, r = p / PR, kb = (p % PR) * 16;
+        const int p = threadIdx.x + 256 * j;
+        const int r = p / (8 * PR) * 8 + (p & 7), kb = (p >> 3) % PR * 16;
         unsigned char* dst = st + fw_off(r, kb, FW_FEATURES);
         if (fb + r < N && k0 + kb < K)
             cp_async16(dst, w + (size_t)(fb + r) * K + k0 + kb);
@@ -77,7 +80,8 @@ __device__ __forceinline__ void fw_stage(unsigned char* st, const uint8_t* __res
     }
 #pragma unroll
     for (int j = 0; j < FW_ROWS * PR / 256; j++) {
-        const int p = threadIdx.x + 256 * j, r = p / PR, kb = (p % PR) * 16;
+        const int p = threadIdx.x + 256 * j;
+        const int r = p / (8 * PR) * 8 + (p & 7), kb = (p >> 3) % PR * 16;
         unsigned char* dst = st + FW_WBYTES + fw_off(r, kb, FW_ROWS);
         if (row0 + r < M && k0 + kb < K)
             cp_async16(dst, x + (size_t)(row0 + r) * K + k0 + kb);
