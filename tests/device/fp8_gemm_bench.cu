@@ -16,26 +16,14 @@
 
 #include "check.cuh"
 
-// Random e4m3 bytes (no NaN codes) and bf16 values in [-1, 1).
+// Random e4m3 bytes (no NaN codes).
 __global__ void fill_fp8(uint8_t* w, size_t n, unsigned seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        uint8_t b = (h >> 8) & 0xff;
+        const unsigned h = bench_hash(i, seed);
+        uint8_t b = ((h ^ h >> 13) >> 8) & 0xff;
         if ((b & 0x7f) == 0x7f) b ^= 1;
         w[i] = b;
-    }
-}
-__global__ void fill_bf16(bf16* x, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        x[i] = __float2bfloat16(((h >> 8) & 0xffff) / 32768.f - 1.f);
     }
 }
 __global__ void fill_scale(float* s, int n) {

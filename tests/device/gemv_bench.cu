@@ -16,16 +16,6 @@
 
 #include "check.cuh"
 
-__global__ void fill(bf16* w, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        w[i] = __float2bfloat16(((h >> 8) & 0xffff) / 32768.f - 1.f);
-    }
-}
-
 // The backend's choice of features a block (kernels/gemv.rs) for the CUDA-core kernel.
 static int scalar_r(int n, int m) { return n >= 4096 ? (m >= 2 ? 8 : 4) : n >= 2048 ? 2 : 1; }
 
@@ -65,7 +55,7 @@ int main() {
         std::vector<bf16*> w(copies);
         for (int i = 0; i < copies; i++) {
             CK(cudaMalloc(&w[i], bytes));
-            fill<<<1024, 256>>>(w[i], bytes / 2, 17u);
+            fill_bf16<<<1024, 256>>>(w[i], bytes / 2, 17u);
         }
         auto time = [&](auto&& launch) {
             for (int i = 0; i < copies; i++) launch(i);
