@@ -27,14 +27,8 @@
 #include "mma.cuh"
 
 #define FG_WARPS 8
-// FG_MIN_BLOCKS and FG_TILES may be set apart only by tests/device/fp8_gemm_bench.cu's variants;
-// the host (kernels/gemm_fp8.rs) is built for these.
-#ifndef FG_MIN_BLOCKS
 #define FG_MIN_BLOCKS 2  // blocks an SM the registers are sized for (MAX_BLOCKS_PER_SM)
-#endif
-#ifndef FG_TILES
 #define FG_TILES 2
-#endif
 #define FG_FEATURES (FG_WARPS * FG_TILES * 16)
 #define FG_ROWS 64
 #define FG_NT (FG_ROWS / 8)

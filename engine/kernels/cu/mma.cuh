@@ -86,27 +86,6 @@ __device__ __forceinline__ uint4 fp8x8_to_f16x8(uint2 u) {
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
-// 8 e4m3 values (8 bytes) as 8 bf16 values (16 bytes), exactly: each byte goes to the top of a
-// 16-bit half, its exponent and mantissa move down to bf16's places (the sign stays), and one
-// multiply by 2^120 rebiases the exponent (7 -> 127); subnormals come out right the same way.
-__device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 u) {
-    const __nv_bfloat162 bias = __floats2bfloat162_rn(0x1p120f, 0x1p120f);
-    uint32_t r[4];
-    const uint32_t w[2] = {u.x, u.y};
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            // Bytes 2j and 2j + 1 of w[i] into the high bytes of the two halves.
-            const uint32_t t = __byte_perm(w[i], 0, j ? 0x3424 : 0x1404);
-            const uint32_t b = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
-            __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&b);
-            v = __hmul2(v, bias);
-            r[2 * i + j] = *reinterpret_cast<const uint32_t*>(&v);
-        }
-    return make_uint4(r[0], r[1], r[2], r[3]);
-}
-
 // The mma input type for a KV cache element type: bf16 caches use bf16 (Q and P rounded to
 // bf16), fp8 e4m3 caches f16 (they widen to f16 exactly; Q and P in f16).
 template <typename T>
