@@ -1,5 +1,5 @@
-// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16, the engine's)
-// against the wgmma W8A8 experiment (fp8_wgmma_experiment.cu, with its activation quantization
+// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16) and gemm_fp8_wg
+// (the same on wgmma, the engine's on sm_90a) against the wgmma W8A8 experiment (fp8_wgmma_experiment.cu, with its activation quantization
 // timed apart), at Qwen3-8B's shapes, as read rates of the fp8 bytes against a plain copy.
 // Weights rotate over copies larger than L2. Each kernel's output is checked against a plain
 // f32 loop over the same fp8 (and, for W8A8, quantized) values.
@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <algorithm>
 #include <vector>
 
 #include "../../engine/kernels/cu/gemm_fp8.cu"
+#include "../../engine/kernels/cu/gemm_fp8_wg.cu"
 #include "fp8_wgmma_experiment.cu"
 
 #include "check.cuh"
@@ -67,6 +69,18 @@ static void split(int n, int k, int target, int* parts, int* per, int kc, int fe
     *parts = (chunks + *per - 1) / *per;
 }
 
+// gemm_fp8_wg's K split (kernels/gemm_fp8.rs): the parts that finish soonest in whole waves of
+// `slots` blocks, the fewest of those.
+static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, int features) {
+    const int blocks = (n + features - 1) / features, chunks = (k + kc - 1) / kc;
+    long best = -1;
+    for (int p = 1; p <= chunks; p++) {
+        const int pp = (chunks + p - 1) / p, np = (chunks + pp - 1) / pp;
+        const long cost = (long)((blocks * np + slots - 1) / slots) * pp;
+        if (best < 0 || cost < best) best = cost, *parts = np, *per = pp;
+    }
+}
+
 int main() {
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -78,7 +92,9 @@ int main() {
     printf("copy rate %.2f TB/s, %d SMs\n", rate / 1e12, sms);
 
     const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_STAGES * FW_STAGE_BYTES;
+    const int fh_smem = FH_STAGES * FH_STAGE_BYTES;
     CK(cudaFuncSetAttribute(gemm_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, fg_smem));
+    CK(cudaFuncSetAttribute(gemm_fp8_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_smem));
     CK(cudaFuncSetAttribute(fw_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, fw_smem));
     int fg_per_sm, fw_per_sm;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fg_per_sm, gemm_fp8, 256, fg_smem));
@@ -100,7 +116,11 @@ int main() {
     CK(cudaMalloc(&ref, (size_t)max_m * max_n * 4));
     CK(cudaMalloc(&parts, (size_t)64 * max_m * max_n * 4));
     fill_bf16<<<1024, 256>>>(x, (size_t)max_m * max_k, 5u);
+    // FP8K_SHAPE / FP8K_ROWS: only shapes whose name holds the one, rows equal to the other.
+    const char* only_shape = getenv("FP8K_SHAPE");
+    const int only_rows = getenv("FP8K_ROWS") ? atoi(getenv("FP8K_ROWS")) : 0;
     for (auto& s : shapes) {
+        if (only_shape && !strstr(s.name, only_shape)) continue;
         const size_t bytes = (size_t)s.n * s.k;
         const int copies = (int)std::max<size_t>(2, (200ull << 20) / bytes + 1);
         std::vector<uint8_t*> w(copies);
@@ -112,10 +132,21 @@ int main() {
             fill_fp8<<<1024, 256>>>(w[i], bytes, 17u);
         }
         for (int m : rows) {
+            if (only_rows && m != only_rows) continue;
             int fg_parts, fg_per, fw_parts, fw_per;
             split(s.n, s.k, sms * fg_per_sm, &fg_parts, &fg_per, FG_KC, FG_FEATURES);
             split(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
+            int fh_parts, fh_per;
+            split_waves(s.n, s.k, sms, &fh_parts, &fh_per, FH_KC, FG_FEATURES);
+            const dim3 fh_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fh_parts);
+            auto run_fh = [&](const uint8_t* wi) {
+                gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fh_per,
+                                                       0);
+                if (fh_parts > 1)
+                    gemm_fp8_reduce<<<std::min((m * s.n + 255) / 256, 4 * sms), 256>>>(
+                        parts, ws, y, m, s.n, fh_parts, 0);
+            };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
             const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
             auto run_fg = [&](const uint8_t* wi) {
@@ -139,6 +170,12 @@ int main() {
             CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
             const float d16 = max_rel(hy, hr);
+            CK(cudaMemset(y, 0, hy.size() * 4));
+            run_fh(w[0]);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
+            const float dh = max_rel(hy, hr);
             run_q();
             run_fw(w[0]);
             CK(cudaGetLastError());
@@ -169,6 +206,11 @@ int main() {
                 gemm_fp8<<<fg_grid, 256, fg_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
                                                     fg_per, 3, 0);
             });
+            const double th = time([&](int i) { run_fh(w[i % copies]); });
+            const double thk = time([&](int i) {
+                gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
+                                                       fh_per, 0);
+            });
             const double tq = time([&](int) { run_q(); });
             const double t8 = time([&](int i) { run_fw(w[i % copies]); });
             const double ideal = bytes / rate * 1e6;
@@ -177,6 +219,9 @@ int main() {
                    "a8 vs a16 values %.1e\n",
                    s.name, m, t16, 100 * ideal / t16, fg_parts, d16, t16k, t8, 100 * ideal / t8,
                    fw_parts, d8, tq, dq);
+            printf("%-20s m=%3d  gemm_fp8_wg %7.1f us (%4.1f%%, %d parts, err %.1e; %.1f us without "
+                   "the reduce)\n",
+                   s.name, m, th, 100 * ideal / th, fh_parts, dh, thk);
         }
         for (auto p : w) CK(cudaFree(p));
         CK(cudaFree(ws));

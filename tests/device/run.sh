@@ -26,7 +26,8 @@
 #   profile  per-op GPU time split (HEARTH_CUDA_PROFILE=1) of pp8192, tg128 and 64 concurrent
 #   ncu      Nsight Compute speed-of-light of the batch-1 decode kernels
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
-#            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8")
+#            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8"); HEARTH_SERVE_QUANT=fp8
+#            loads the weights as fp8
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
 #   gemvk    the decode GEMV kernels alone: gemv.cu vs the tensor-core experiment, 1 and 8 rows,
 #            Qwen3-8B and GLM-4.7-Flash shapes (tests/device/gemv_bench.cu; needs only nvcc there)
@@ -57,8 +58,10 @@
 #            off / on / without dot products, a token's timeline by step (HEARTH_RING_DIAG=
 #            timeline), Nsight Compute on one token's launch
 #            (pack.sh ring_decode)
-#   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16) against the wgmma W8A8
-#            experiment, Qwen3-8B shapes (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
+#   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_wg (on
+#            wgmma) and the wgmma W8A8 experiment, Qwen3-8B shapes (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
+#   readpat  how fast gemm_fp8's block tiling can read a weight matrix with no products, row-major
+#            against tiled (tests/device/read_pattern_bench.cu; needs only nvcc there)
 #   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
 #            keys together, read in decode attention's shape, against the copy rate
 #            (tests/device/kv_stride_bench.cu; needs only nvcc there)
@@ -298,7 +301,7 @@ serve)
 name: qwen3-8b-random
 model: /tmp/q8b
 served_model_name: qwen3-8b
-engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv}
+engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv${HEARTH_SERVE_QUANT:+, quantization: $HEARTH_SERVE_QUANT}}
 server: {host: 127.0.0.1, port: 8321}
 YAML
     echo "== serve, kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
@@ -342,6 +345,10 @@ gemvk)
 fp8k)
     t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu
     t fp8k timeout 300 /tmp/fp8_gemm_bench
+    ;;
+readpat)
+    t readpat_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/read_pattern_bench tests/device/read_pattern_bench.cu
+    t readpat timeout 120 /tmp/read_pattern_bench
     ;;
 kvstride)
     t kvstride_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/kv_stride_bench tests/device/kv_stride_bench.cu

@@ -146,16 +146,16 @@ __device__ __forceinline__ void fg_store(void* y, size_t o, float v, int mode) {
 }
 
 // The warp's sums to y as fg_store's mode says, each times its feature's scale (none: partial
-// sums, without the weights' scales, into f32).
+// sums, without the weights' scales, into f32); tile t's features start at f0 + t * tile_step.
 __device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
-                                         const float* __restrict__ scale, int f0, int row0,
-                                         int live, int N, int mode) {
+                                         const float* __restrict__ scale, int f0, int tile_step,
+                                         int row0, int live, int N, int mode) {
     const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
 #pragma unroll
     for (int t = 0; t < FG_TILES; t++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int f = f0 + 16 * t + 8 * h + g;
+            const int f = f0 + tile_step * t + 8 * h + g;
             if (f >= N) continue;
             // The activations went in times 2^-FG_XSHIFT.
             const float sc = (scale ? scale[f] : 1.f) * (float)(1 << FG_XSHIFT);
@@ -256,13 +256,13 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, FG_MIN_BLOCKS)
     }
     // acc[t][nt] holds (feature f0 + 16 t + g, rows 2q, 2q + 1 of n-tile nt), then feature + 8.
     if (gridDim.z > 1)
-        fg_write(acc, parts + (size_t)blockIdx.z * M * N, nullptr, f0, row0, live, N, 0);
+        fg_write(acc, parts + (size_t)blockIdx.z * M * N, nullptr, f0, 16, row0, live, N, 0);
     else if (mode == 1)
-        fg_write(acc, y, scale, f0, row0, live, N, 1);
+        fg_write(acc, y, scale, f0, 16, row0, live, N, 1);
     else if (mode == 2)
-        fg_write(acc, y, scale, f0, row0, live, N, 2);
+        fg_write(acc, y, scale, f0, 16, row0, live, N, 2);
     else
-        fg_write(acc, y, scale, f0, row0, live, N, 0);
+        fg_write(acc, y, scale, f0, 16, row0, live, N, 0);
 }
 
 // y (as gemm_fp8's mode says) = scale[f] * the sum of gemm_fp8's n_parts partial sums of (row,

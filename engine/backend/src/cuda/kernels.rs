@@ -68,13 +68,14 @@ pub struct Kernels {
     gemv_swiglu: [Vec<CudaFunction>; 2],
     fp8_rows_to_bf16: CudaFunction,
     gemm_fp8: CudaFunction,
+    gemm_fp8_wg: CudaFunction,
     gemm_fp8_reduce: CudaFunction,
-    /// gemm_fp8's pipeline stages, where fp8 matrices past the GEMV rows take it (None: off
-    /// with HEARTH_FP8_GEMM=dequant, or too little shared memory; dequantized to bf16 for
-    /// cuBLASLt then).
-    gemm_fp8_stages: Option<usize>,
-    /// The blocks gemm_fp8 aims at for one row tile (splitting K to get there): as many as the
-    /// SMs hold at once, or HEARTH_FP8_GEMM_BLOCKS.
+    /// Which kernel fp8 matrices past the GEMV rows take (None: off with
+    /// HEARTH_FP8_GEMM=dequant, or too little shared memory; dequantized to bf16 for cuBLASLt
+    /// then).
+    fp8_gemm: Option<gemm_fp8::Fp8Gemm>,
+    /// The blocks that kernel runs at once, its K split's target for one row tile: as many as
+    /// the SMs hold, or HEARTH_FP8_GEMM_BLOCKS.
     gemm_fp8_blocks: usize,
     rope_write_kv: [CudaFunction; 2],
     /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
@@ -235,7 +236,15 @@ impl Kernels {
         let smem_per_sm = stream.context().attribute(
             CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
         )? as usize;
-        let (fp8_stages, fp8_blocks) = gemm_fp8::config(sms, smem_optin, smem_per_sm);
+        let cc = (
+            stream
+                .context()
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            stream
+                .context()
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let (fp8_gemm, fp8_blocks) = gemm_fp8::config(cc, sms, smem_optin, smem_per_sm);
         let k = Kernels {
             ring: Ring::load(module, &stream, sms, pdl.graphs)?,
             embedding: f("embedding")?,
@@ -288,8 +297,9 @@ impl Kernels {
             ],
             fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
             gemm_fp8: f("gemm_fp8")?,
+            gemm_fp8_wg: f("gemm_fp8_wg")?,
             gemm_fp8_reduce: f("gemm_fp8_reduce")?,
-            gemm_fp8_stages: fp8_stages,
+            fp8_gemm,
             gemm_fp8_blocks: fp8_blocks,
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: [
@@ -371,11 +381,16 @@ impl Kernels {
                 )?;
             }
         }
-        if let Some(stages) = k.gemm_fp8_stages {
-            k.gemm_fp8.set_attribute(
+        match k.fp8_gemm {
+            Some(gemm_fp8::Fp8Gemm::MmaSync { stages }) => k.gemm_fp8.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 (stages * gemm_fp8::STAGE_BYTES) as i32,
-            )?;
+            )?,
+            Some(gemm_fp8::Fp8Gemm::Wgmma) => k.gemm_fp8_wg.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                gemm_fp8::WG_SMEM_BYTES as i32,
+            )?,
+            None => {}
         }
         for (c, fp8) in [false, true].into_iter().enumerate() {
             for (w, wide) in [false, true].into_iter().enumerate() {

@@ -371,9 +371,10 @@ impl Backend for CudaBackend {
                 fp8_scales: Some(_),
                 ..
             } => format!(
-                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), gemm_fp8 on \
-                 the tensor cores (<= {FP8_GEMM_MAX_ROWS} rows), dequantized to bf16 for \
-                 cuBLASLt bf16 x bf16 -> f32 (more rows)"
+                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
+                 (<= {FP8_GEMM_MAX_ROWS} rows), dequantized to bf16 for cuBLASLt bf16 x bf16 \
+                 -> f32 (more rows)",
+                self.kernels.fp8_gemm_kernel()
             ),
             CudaWeight::Matrix { .. } => format!(
                 "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",

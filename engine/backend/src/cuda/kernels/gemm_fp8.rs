@@ -8,46 +8,72 @@ use crate::BackendError;
 /// cuBLASLt, which is faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster
 /// than dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
 pub const FP8_GEMM_MAX_ROWS: usize = 128;
-/// The kernel's tile (FG_ROWS, FG_FEATURES, FG_KC in cu/gemm_fp8.cu), threads and the shared
-/// memory of one pipeline stage (FG_STAGE_BYTES).
+/// The kernels' tile (FG_ROWS, FG_FEATURES in cu/gemm_fp8.cu) and threads.
 const ROWS: usize = 64;
 const FEATURES: usize = 256;
-const CHUNK: usize = 64;
 const THREADS: u32 = 256;
+/// gemm_fp8's chunk (FG_KC) and the shared memory of one pipeline stage (FG_STAGE_BYTES).
+const CHUNK: usize = 64;
 pub(super) const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 32) * 2;
-/// Pipeline stages at most (chunks in flight + the one multiplied): three leave room for two
-/// blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
+/// gemm_fp8's pipeline stages at most (chunks in flight + the one multiplied): three leave room
+/// for two blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
 const MAX_STAGES: usize = 3;
 const MAX_BLOCKS_PER_SM: usize = 2;
+/// gemm_fp8_wg's chunk (FH_KC in cu/gemm_fp8_wg.cu) and shared memory (FH_STAGES stages of
+/// FH_STAGE_BYTES: weights, activations as copied, activations as f16): one block an SM.
+const WG_CHUNK: usize = 128;
+pub(super) const WG_SMEM_BYTES: usize = 3 * (FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
 
-/// gemm_fp8's (pipeline stages, blocks it aims at for a row tile) on a GPU of `sms` SMs whose
-/// blocks may have `smem_optin` bytes of shared memory, `smem_per_sm` an SM. Stages: None with
-/// HEARTH_FP8_GEMM=dequant or where fewer than two fit, capped by HEARTH_FP8_GEMM_STAGES.
-/// Blocks: as many as the SMs hold at once, or HEARTH_FP8_GEMM_BLOCKS.
-pub(super) fn config(sms: usize, smem_optin: usize, smem_per_sm: usize) -> (Option<usize>, usize) {
+/// Which kernel multiplies fp8 matrices past the GEMV rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fp8Gemm {
+    /// gemm_fp8_wg: wgmma (sm_90a, compute capability 9.0), 128-byte chunks, one block an SM.
+    Wgmma,
+    /// gemm_fp8: mma.sync (every other GPU), with its pipeline stages.
+    MmaSync { stages: usize },
+}
+
+/// The fp8 GEMM for a GPU of compute capability `cc` with `sms` SMs whose blocks may have
+/// `smem_optin` bytes of shared memory, `smem_per_sm` an SM, and the blocks it runs at once.
+/// HEARTH_FP8_GEMM=dequant: none (matrices dequantized for cuBLASLt); =mma: gemm_fp8 on a 9.0
+/// GPU too. gemm_fp8's stages are capped by HEARTH_FP8_GEMM_STAGES; the blocks at once by
+/// HEARTH_FP8_GEMM_BLOCKS.
+pub(super) fn config(
+    cc: (i32, i32),
+    sms: usize,
+    smem_optin: usize,
+    smem_per_sm: usize,
+) -> (Option<Fp8Gemm>, usize) {
     let env = |name: &str| {
         std::env::var(name)
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
     };
-    let cap = env("HEARTH_FP8_GEMM_STAGES")
-        .unwrap_or(MAX_STAGES)
-        .clamp(2, 8);
-    let stages = Some((smem_optin / STAGE_BYTES).min(cap))
-        .filter(|s| *s >= 2 && std::env::var("HEARTH_FP8_GEMM").as_deref() != Ok("dequant"));
-    // The driver keeps 1 KiB a block.
-    let per_sm = stages.map_or(1, |s| {
-        (smem_per_sm / (s * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
-    });
+    let choice = std::env::var("HEARTH_FP8_GEMM").unwrap_or_default();
+    let (kernel, per_sm) = if choice == "dequant" {
+        (None, 1)
+    } else if cc == (9, 0) && choice != "mma" && smem_optin >= WG_SMEM_BYTES {
+        (Some(Fp8Gemm::Wgmma), 1)
+    } else {
+        let cap = env("HEARTH_FP8_GEMM_STAGES")
+            .unwrap_or(MAX_STAGES)
+            .clamp(2, 8);
+        let stages = Some((smem_optin / STAGE_BYTES).min(cap)).filter(|s| *s >= 2);
+        // The driver keeps 1 KiB a block.
+        let per_sm = stages.map_or(1, |s| {
+            (smem_per_sm / (s * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
+        });
+        (stages.map(|stages| Fp8Gemm::MmaSync { stages }), per_sm)
+    };
     (
-        stages,
+        kernel,
         env("HEARTH_FP8_GEMM_BLOCKS").unwrap_or(sms * per_sm),
     )
 }
 
-/// (parts, chunks a part) for an [n, k] matrix aiming at `target` blocks a row tile: as many
-/// parts as fill the target beside the feature blocks (at least one, at most a chunk each),
-/// evened out so that none is empty.
+/// gemm_fp8's (parts, chunks a part) for an [n, k] matrix aiming at `target` blocks a row tile:
+/// as many parts as fill the target beside the feature blocks (at least one, at most a chunk
+/// each), evened out so that none is empty.
 fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
     let blocks = n.div_ceil(FEATURES);
     let chunks = k.div_ceil(CHUNK);
@@ -56,17 +82,47 @@ fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
     (chunks.div_ceil(per_part), per_part)
 }
 
+/// gemm_fp8_wg's (parts, chunks a part) for an [n, k] matrix with `slots` blocks running at
+/// once: the split whose blocks finish soonest in whole waves (waves times chunks a part), the
+/// fewest parts of those. One block an SM leaves no second block to fill a short wave, and
+/// Qwen3-8B's gate/up (96 feature blocks on 132 SMs) runs best in 4 parts (3 waves).
+fn split_waves(n: usize, k: usize, slots: usize) -> (usize, usize) {
+    let blocks = n.div_ceil(FEATURES);
+    let chunks = k.div_ceil(WG_CHUNK);
+    (1..=chunks)
+        .map(|p| {
+            let per_part = chunks.div_ceil(p);
+            (chunks.div_ceil(per_part), per_part)
+        })
+        .min_by_key(|&(parts, per_part)| {
+            ((blocks * parts).div_ceil(slots.max(1)) * per_part, parts)
+        })
+        .expect("K has a chunk")
+}
+
 impl Kernels {
+    /// The kernel fp8 matrices past the GEMV rows take, for the startup log.
+    pub fn fp8_gemm_kernel(&self) -> &'static str {
+        match self.fp8_gemm {
+            Some(Fp8Gemm::Wgmma) => "gemm_fp8_wg on wgmma",
+            Some(Fp8Gemm::MmaSync { .. }) => "gemm_fp8 on mma.sync",
+            None => "none",
+        }
+    }
+
     /// Whether an fp8 matmul of `rows` rows over `k` columns takes gemm_fp8.
     pub fn fp8_gemm_fits(&self, rows: usize, k: usize) -> bool {
-        self.gemm_fp8_stages.is_some() && rows <= FP8_GEMM_MAX_ROWS && k.is_multiple_of(16)
+        self.fp8_gemm.is_some() && rows <= FP8_GEMM_MAX_ROWS && k.is_multiple_of(16)
     }
 
     /// How gemm_fp8 splits K for an [n, k] matrix: (parts, chunks a part). The feature blocks
     /// times the parts fill the SMs once where the features alone would not; it depends on n
     /// and k only, so a row's sums never depend on how many rows there are.
     fn fp8_split(&self, n: usize, k: usize) -> (usize, usize) {
-        split(n, k, self.gemm_fp8_blocks)
+        match self.fp8_gemm {
+            Some(Fp8Gemm::Wgmma) => split_waves(n, k, self.gemm_fp8_blocks),
+            _ => split(n, k, self.gemm_fp8_blocks),
+        }
     }
 
     /// Bytes of partial sums gemm_fp8 needs for an [n, k] matrix at up to FP8_GEMM_MAX_ROWS
@@ -90,9 +146,7 @@ impl Kernels {
         (m, n, k): (usize, usize, usize),
         mode: Out,
     ) -> Result<(), BackendError> {
-        let stages = self
-            .gemm_fp8_stages
-            .expect("gemm_fp8 runs where fp8_gemm_fits");
+        let kernel = self.fp8_gemm.expect("gemm_fp8 runs where fp8_gemm_fits");
         assert!(
             (1..=FP8_GEMM_MAX_ROWS).contains(&m) && k.is_multiple_of(16),
             "gemm_fp8 takes 1..={FP8_GEMM_MAX_ROWS} rows and K % 16 == 0 (got {m} x {k})"
@@ -105,13 +159,42 @@ impl Kernels {
             Out::AddF32 => 2,
         };
         let (m_i, n_i, k_i, pp) = (m as i32, n as i32, k as i32, per_part as i32);
-        let stages_i = stages as i32;
-        let cfg = LaunchConfig {
-            grid_dim: (grid.0 as u32, grid.1 as u32, split as u32),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: (stages * STAGE_BYTES) as u32,
-        };
-        launch!(self, gemm_fp8, cfg, w, scales, x, y, parts, m_i, n_i, k_i, pp, stages_i, mode)?;
+        let grid_dim = (grid.0 as u32, grid.1 as u32, split as u32);
+        match kernel {
+            Fp8Gemm::Wgmma => {
+                let cfg = LaunchConfig {
+                    grid_dim,
+                    block_dim: (THREADS, 1, 1),
+                    shared_mem_bytes: WG_SMEM_BYTES as u32,
+                };
+                launch!(
+                    self,
+                    gemm_fp8_wg,
+                    cfg,
+                    w,
+                    scales,
+                    x,
+                    y,
+                    parts,
+                    m_i,
+                    n_i,
+                    k_i,
+                    pp,
+                    mode
+                )?;
+            }
+            Fp8Gemm::MmaSync { stages } => {
+                let stages_i = stages as i32;
+                let cfg = LaunchConfig {
+                    grid_dim,
+                    block_dim: (THREADS, 1, 1),
+                    shared_mem_bytes: (stages * STAGE_BYTES) as u32,
+                };
+                launch!(
+                    self, gemm_fp8, cfg, w, scales, x, y, parts, m_i, n_i, k_i, pp, stages_i, mode
+                )?;
+            }
+        }
         if split == 1 {
             return Ok(());
         }
@@ -157,5 +240,29 @@ mod tests {
         // Qwen3-8B on an H100 (two blocks an SM): Q/K/V in 11 parts of 6 chunks, gate/up in 2.
         assert_eq!(split(6144, 4096, 264), (11, 6));
         assert_eq!(split(24576, 4096, 264), (2, 32));
+    }
+
+    #[test]
+    fn wave_splits_cover_k_once_and_fill_whole_waves() {
+        for n in [24, 256, 1000, 4096, 6144, 24576, 151_936] {
+            for k in [16, 96, 1040, 4096, 12288] {
+                for slots in [1, 132, 264] {
+                    let (parts, per_part) = split_waves(n, k, slots);
+                    let chunks = k.div_ceil(WG_CHUNK);
+                    let at = format!("n {n} k {k} slots {slots}: {parts} x {per_part}");
+                    assert!(parts >= 1 && parts <= chunks, "{at}");
+                    assert!(parts * per_part >= chunks, "{at}: K not covered");
+                    assert!((parts - 1) * per_part < chunks, "{at}: an empty part");
+                }
+            }
+        }
+        // Qwen3-8B on an H100's 132 SMs, one block each: Q/K/V 24 feature blocks x 11 parts of
+        // 3 chunks (2 waves), o 16 x 8 of 4 (one wave), gate/up 96 x 4 of 8 (3 waves), down 16
+        // x 8 of 12 (one wave). Against the one-wave split's cost (waves x chunks a part):
+        // gate/up whole is 1 x 32, in 4 parts 3 x 8.
+        assert_eq!(split_waves(6144, 4096, 132), (11, 3));
+        assert_eq!(split_waves(4096, 4096, 132), (8, 4));
+        assert_eq!(split_waves(24576, 4096, 132), (4, 8));
+        assert_eq!(split_waves(4096, 12288, 132), (8, 12));
     }
 }

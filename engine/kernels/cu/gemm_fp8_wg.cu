@@ -1,0 +1,285 @@
+// gemm_fp8 on Hopper's warpgroup MMA (sm_90a only; the host takes it on compute capability 9.0
+// and gemm_fp8 elsewhere): the same product, y = x . (w * scale)^T for x [M, K] bf16 and w
+// [N, K] fp8 e4m3 with a scale a row, the same f16 arithmetic (weights widened exactly in
+// registers, activations as f16 times 2^-FG_XSHIFT) and the same reduce of K's parts (split
+// its own way: kernels/gemm_fp8.rs).
+//
+// Why a second kernel: a block-tiled read of a row-major matrix in runs of 64 bytes a row, as
+// gemm_fp8's chunks are, reaches only ~59% of the copy rate with no products at all, 128-byte
+// runs ~88% (tests/device/read_pattern_bench.cu, H100). Chunks of FH_KC = 128 bytes over 256
+// features and 64 rows need 64 KB a stage, so one block an SM; wgmma is what keeps that one
+// block's products cheap (a warpgroup multiplies 64 features by up to 64 rows a k16 step in one
+// instruction, reading the activations from shared memory itself).
+//
+// A block is two warpgroups; warpgroup wg multiplies features 128 wg + 64 t (t < FG_TILES) of
+// the block's 256 by the row tile. A (the weights) comes from registers: warp w of a warpgroup
+// holds features 16 w + g and 16 w + g + 8 of a tile, and lane (g, q) widens the 8 bytes
+// 32 u + 8 q .. of each row, feeding the first half to k16 step 2 u and the second to 2 u + 1,
+// as gemm_fp8 does. So logical k 2 q + e of step 2 u + v is physical 32 u + 8 q + 4 v + e, and
+// logical 8 + 2 q + e is physical 32 u + 8 q + 4 v + 2 + e. B (the activations) is read by the
+// hardware in logical order, so each thread writes the f16 pairs of the pieces it copied in that
+// order: the pair at physical word P (k 2 P, 2 P + 1) goes to core column 4 (P / 16) + P % 4,
+// word (P / 4) % 4 of its row.
+//
+// Shared memory: FH_STAGES stages, each a chunk's 256 weight rows of FH_KC bytes (row r's
+// 32-byte quarters XOR r % 4, so a half warp's 8-byte reads of rows g = 0..3 hit every bank
+// once), the chunk's activation rows as copied (bf16), and the same activations as f16 in
+// wgmma's K-major layout without swizzling: core matrices of 8 rows x 16 bytes (128 contiguous
+// bytes), core (column c, row group r / 8) at (c * FG_ROWS / 8 + r / 8) * 128. Chunks are
+// copied by cp.async FH_STAGES - 1 ahead of the one multiplied.
+#define FH_KC 128
+#define FH_STAGES 3
+#define FH_XRAW (FG_FEATURES * FH_KC)
+#define FH_XB (FH_XRAW + FG_ROWS * FH_KC * 2)
+#define FH_STAGE_BYTES (FH_XB + FG_ROWS * FH_KC * 2)
+#define FH_WPIECES (FG_FEATURES * FH_KC / 16 / 256)
+#define FH_XPIECES (FG_ROWS * FH_KC / 8 / 256)
+#define FH_STEPS (FH_KC / 16)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+static_assert(FG_TILES == 2 && FG_FEATURES == 256 && FG_ROWS == 64 && FG_WARPS == 8,
+              "the wgmma tiling");
+
+// A thread's share of every chunk's copies: 16-byte pieces of weight rows wr + 32 j (bytes
+// kw ..) and of activation rows xr + 16 j (values kx ..), from w and x at the chunk's start;
+// `full`: every one of those rows exists (a chunk inside K then needs no checks).
+struct FhCopies {
+    const uint8_t* w;
+    const bf16* x;
+    int wr, kw, xr, kx;
+    unsigned w_live, x_live;
+    bool full;
+};
+
+__device__ __forceinline__ int fh_wswz(int row) { return (row & 3) << 5; }
+
+// Starts copying chunk c into stage st: rows past N or M and values past K as zeros.
+__device__ __forceinline__ void fh_stage(unsigned char* st, const FhCopies& cp, int K, int c) {
+    const int k0 = c * FH_KC;
+    const uint8_t* w = cp.w + k0;
+    const bf16* x = cp.x + k0;
+    unsigned char* wd = st + cp.wr * FH_KC + (cp.kw ^ fh_wswz(cp.wr));
+    unsigned char* xd = st + FH_XRAW + (cp.xr * FH_KC + cp.kx) * 2;
+    if (cp.full && k0 + FH_KC <= K) {
+#pragma unroll
+        for (int j = 0; j < FH_WPIECES; j++, w += 32 * (size_t)K) cp_async16(wd + j * 32 * FH_KC, w);
+#pragma unroll
+        for (int j = 0; j < FH_XPIECES; j++, x += 16 * (size_t)K)
+            cp_async16(xd + j * 16 * FH_KC * 2, x);
+        return;
+    }
+    const bool wk = k0 + cp.kw < K, xk = k0 + cp.kx < K;
+#pragma unroll
+    for (int j = 0; j < FH_WPIECES; j++, w += 32 * (size_t)K) {
+        if (wk && (cp.w_live >> j & 1))
+            cp_async16(wd + j * 32 * FH_KC, w);
+        else
+            *reinterpret_cast<uint4*>(wd + j * 32 * FH_KC) = uint4{};
+    }
+#pragma unroll
+    for (int j = 0; j < FH_XPIECES; j++, x += 16 * (size_t)K) {
+        if (xk && (cp.x_live >> j & 1))
+            cp_async16(xd + j * 16 * FH_KC * 2, x);
+        else
+            *reinterpret_cast<uint4*>(xd + j * 16 * FH_KC * 2) = uint4{};
+    }
+}
+
+// The thread's activation pieces of stage st (complete) as f16 times 2^-FG_XSHIFT into the
+// stage's B operand, in logical k order.
+__device__ __forceinline__ void fh_x_to_b(unsigned char* st, const FhCopies& b) {
+    const __nv_bfloat162 down = __floats2bfloat162_rn(0x1p-4f, 0x1p-4f);
+    static_assert(FG_XSHIFT == 4, "down is 2^-FG_XSHIFT");
+    const int u = b.kx >> 5, q = (b.kx >> 3) & 3;
+#pragma unroll
+    for (int j = 0; j < FH_XPIECES; j++) {
+        const int r = b.xr + j * 16;
+        const uint4 v = *reinterpret_cast<const uint4*>(st + FH_XRAW + (r * FH_KC + b.kx) * 2);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        unsigned char* row = st + FH_XB + (r >> 3) * 128 + (r & 7) * 16 + q * 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const __nv_bfloat162 h =
+                __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]), down);
+            const uint32_t d = *reinterpret_cast<const uint32_t*>(&h);
+            *reinterpret_cast<uint32_t*>(row + (4 * u + i) * (FG_ROWS / 8) * 128) =
+                pack_f16(__uint_as_float(d << 16), __uint_as_float(d & 0xffff0000u));
+        }
+    }
+}
+
+// A shared-memory matrix descriptor without swizzling: start address, leading byte offset
+// (between core matrices along K), stride byte offset (between core matrices along N).
+__device__ __forceinline__ uint64_t fh_desc(const void* p, int lbo, int sbo) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32);
+}
+
+// Keeps the compiler from touching registers an asynchronous MMA may still read or write.
+__device__ __forceinline__ void fh_hold(float (&d)[FG_NT][4]) {
+#pragma unroll
+    for (int i = 0; i < FG_NT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+__device__ __forceinline__ void fh_hold(uint32_t (&a)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[e])::"memory");
+}
+
+// d (64 features x 8 NT rows, f32) += a (64 x 16, f16 in registers) . b (16 x 8 NT, f16 in
+// shared memory): scale-d 1 (add), A and B unscaled, B K-major.
+template <int NT>
+__device__ __forceinline__ void fh_mma(float (&d)[FG_NT][4], const uint32_t (&a)[4], uint64_t b);
+#define FH_D(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define FH_AB "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+template <>
+__device__ __forceinline__ void fh_mma<2>(float (&d)[FG_NT][4], const uint32_t (&a)[4],
+                                          uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "{%8, %9, %10, %11}, %12, 1, 1, 1, 0;\n"
+        : FH_D(0), FH_D(1)
+        : FH_AB);
+}
+template <>
+__device__ __forceinline__ void fh_mma<4>(float (&d)[FG_NT][4], const uint32_t (&a)[4],
+                                          uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
+        : FH_D(0), FH_D(1), FH_D(2), FH_D(3)
+        : FH_AB);
+}
+template <>
+__device__ __forceinline__ void fh_mma<8>(float (&d)[FG_NT][4], const uint32_t (&a)[4],
+                                          uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+        : FH_D(0), FH_D(1), FH_D(2), FH_D(3), FH_D(4), FH_D(5), FH_D(6), FH_D(7)
+        : FH_AB);
+}
+#undef FH_D
+#undef FH_AB
+
+// The main loop over the block's n chunks with wgmma n = 8 NT (rows past M feed only sums that
+// are not written): the sums, unscaled, in acc (acc[t][nt][e]: feature 128 wg + 64 t + 16 w +
+// g + 8 (e / 2), row 8 nt + 2 q + e % 2: gemm_fp8's with tiles 64 features apart).
+template <int NT>
+__device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], const FhCopies& cp,
+                                            int K, int c_begin, int n) {
+    extern __shared__ __align__(128) unsigned char fh_smem[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    for (int s = 0; s < FH_STAGES - 1; s++) {
+        if (s < n) fh_stage(fh_smem + s * FH_STAGE_BYTES, cp, K, c_begin + s);
+        cp_async_commit();
+    }
+    // The thread's two weight rows of tile 0 (tile 1's are 64 rows on; r % 4 is the same),
+    // bytes 8 q .. of each 32.
+    const int r0 = 128 * (threadIdx.x >> 7) + 16 * ((threadIdx.x >> 5) & 3) + g;
+    const int a0 = r0 * FH_KC + 8 * q, a1 = a0 + 8 * FH_KC, swz = fh_wswz(r0);
+    uint32_t a[FH_STEPS][FG_TILES][4];  // [k16 step][tile]
+    int cur = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char* st = fh_smem + cur * FH_STAGE_BYTES;
+        cp_async_wait<FH_STAGES - 2>();  // this thread's copies of chunk i are in
+        fh_x_to_b(st, cp);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
+        // Chunk i - 1's products are done: its stage is free, its A registers may change.
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int t = 0; t < FG_TILES; t++) {
+            fh_hold(acc[t]);
+#pragma unroll
+            for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
+        }
+        __syncthreads();  // every thread's copies and B operand of chunk i are in
+        const int ahead = (cur == 0 ? FH_STAGES : cur) - 1;
+        if (i + FH_STAGES - 1 < n)
+            fh_stage(fh_smem + ahead * FH_STAGE_BYTES, cp, K, c_begin + i + FH_STAGES - 1);
+        cp_async_commit();
+        if (++cur == FH_STAGES) cur = 0;
+#pragma unroll
+        for (int u = 0; u < FH_KC / 32; u++)
+#pragma unroll
+            for (int t = 0; t < FG_TILES; t++) {
+                const int o = 64 * t * FH_KC + (32 * u ^ swz);
+                const uint4 lo = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(st + a0 + o));
+                const uint4 hi = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(st + a1 + o));
+                const uint32_t s0[4] = {lo.x, hi.x, lo.y, hi.y}, s1[4] = {lo.z, hi.z, lo.w, hi.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) a[2 * u][t][e] = s0[e], a[2 * u + 1][t][e] = s1[e];
+            }
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        const uint64_t b0 = fh_desc(st + FH_XB, (FG_ROWS / 8) * 128, 128);
+#pragma unroll
+        for (int s = 0; s < FH_STEPS; s++)
+#pragma unroll
+            for (int t = 0; t < FG_TILES; t++)
+                // Step s's two core columns start 2 s columns in (the address field counts 16
+                // bytes).
+                fh_mma<NT>(acc[t], a[s][t], b0 + ((2 * s * (FG_ROWS / 8) * 128) >> 4));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int t = 0; t < FG_TILES; t++) {
+        fh_hold(acc[t]);
+#pragma unroll
+        for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
+    }
+}
+#endif
+
+// gemm_fp8's contract (mode, parts, grid (ceil(M / FG_ROWS), ceil(N / FG_FEATURES), parts),
+// FG_WARPS warps) without its stages: chunks of FH_KC values, FH_STAGES * FH_STAGE_BYTES of
+// dynamic shared memory. sm_90a only: elsewhere it does nothing.
+extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
+    gemm_fp8_wg(const uint8_t* __restrict__ w, const float* __restrict__ scale,
+                const bf16* __restrict__ x, void* __restrict__ y, float* __restrict__ parts,
+                int M, int N, int K, int chunks_per_split, int mode) {
+    pdl_begin();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int warp = threadIdx.x >> 5;
+    const int row0 = blockIdx.x * FG_ROWS, live = min(M - row0, FG_ROWS);
+    const int fb = blockIdx.y * FG_FEATURES;
+    const int chunks = (K + FH_KC - 1) / FH_KC;
+    const int c_begin = blockIdx.z * chunks_per_split;
+    const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
+    FhCopies cp;
+    cp.wr = threadIdx.x / (FH_KC / 16);
+    cp.kw = threadIdx.x % (FH_KC / 16) * 16;
+    cp.xr = threadIdx.x / (FH_KC / 8);
+    cp.kx = threadIdx.x % (FH_KC / 8) * 8;
+    cp.w = w + (size_t)(fb + cp.wr) * K + cp.kw;
+    cp.x = x + (size_t)(row0 + cp.xr) * K + cp.kx;
+    cp.w_live = cp.x_live = 0;
+#pragma unroll
+    for (int j = 0; j < FH_WPIECES; j++) cp.w_live |= (fb + cp.wr + j * 32 < N) << j;
+#pragma unroll
+    for (int j = 0; j < FH_XPIECES; j++) cp.x_live |= (row0 + cp.xr + j * 16 < M) << j;
+    cp.full = fb + FG_FEATURES <= N && row0 + FG_ROWS <= M;
+    float acc[FG_TILES][FG_NT][4] = {};
+    if (live <= 16)
+        fh_mainloop<2>(acc, cp, K, c_begin, n);
+    else if (live <= 32)
+        fh_mainloop<4>(acc, cp, K, c_begin, n);
+    else
+        fh_mainloop<8>(acc, cp, K, c_begin, n);
+    // Warp w's tiles: features 128 (w / 4) + 16 (w % 4) + 64 t.
+    const int f0 = fb + 128 * (warp >> 2) + 16 * (warp & 3);
+    if (gridDim.z > 1)
+        fg_write(acc, parts + (size_t)blockIdx.z * M * N, nullptr, f0, 64, row0, live, N, 0);
+    else if (mode == 1)
+        fg_write(acc, y, scale, f0, 64, row0, live, N, 1);
+    else if (mode == 2)
+        fg_write(acc, y, scale, f0, 64, row0, live, N, 2);
+    else
+        fg_write(acc, y, scale, f0, 64, row0, live, N, 0);
+#endif
+}
