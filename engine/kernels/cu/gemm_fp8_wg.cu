@@ -128,6 +128,17 @@ __device__ __forceinline__ void fh_hold(uint32_t (&a)[4]) {
     for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[e])::"memory");
 }
 
+// Every accumulator and A fragment of the main loop, held.
+__device__ __forceinline__ void fh_hold_all(float (&acc)[FG_TILES][FG_NT][4],
+                                            uint32_t (&a)[FH_STEPS][FG_TILES][4]) {
+#pragma unroll
+    for (int t = 0; t < FG_TILES; t++) {
+        fh_hold(acc[t]);
+#pragma unroll
+        for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
+    }
+}
+
 // d (64 features x 8 NT rows, f32) += a (64 x 16, f16 in registers) . b (16 x 8 NT, f16 in
 // shared memory): scale-d 1 (add), A and B unscaled, B K-major.
 template <int NT>
@@ -192,12 +203,7 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
         // Chunk i - 1's products are done: its stage is free, its A registers may change.
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-        for (int t = 0; t < FG_TILES; t++) {
-            fh_hold(acc[t]);
-#pragma unroll
-            for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
-        }
+        fh_hold_all(acc, a);
         __syncthreads();  // every thread's copies and B operand of chunk i are in
         const int ahead = (cur == 0 ? FH_STAGES : cur) - 1;
         if (i + FH_STAGES - 1 < n)
@@ -227,12 +233,7 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int t = 0; t < FG_TILES; t++) {
-        fh_hold(acc[t]);
-#pragma unroll
-        for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
-    }
+    fh_hold_all(acc, a);
 }
 #endif
 
