@@ -23,12 +23,16 @@ __device__ __forceinline__ void rp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Grid (N / R, parts), 256 threads, S * R * C bytes of dynamic shared memory.
-template <int R, int C, int S, bool TILED>
+// Grid (N / R, parts), 256 threads, S * (R * C + XR * 2 * C) bytes of dynamic shared memory.
+// XR > 0: each chunk also copies XR activation rows of 2 * C bytes (bf16, K values a row apart,
+// L2-resident) after the weights, as gemm_fp8_wg does.
+template <int R, int C, int S, bool TILED, int XR = 0>
 __global__ void __launch_bounds__(256) read_tiles(const uint8_t* __restrict__ w, int K, int per,
-                                                  unsigned* sink) {
+                                                  unsigned* sink, const uint8_t* __restrict__ x) {
     extern __shared__ __align__(16) unsigned char rp_smem[];
     constexpr int PIECES = R * C / 16 / 256;  // a thread's 16-byte pieces a chunk
+    constexpr int XPIECES = XR * 2 * C / 16 / 256;
+    constexpr int STAGE = R * C + XR * 2 * C;
     const int fb = blockIdx.x * R, chunks = K / C;
     const int c0 = blockIdx.y * per, n = max(0, min(c0 + per, chunks) - c0);
     auto stage = [&](int c, int s) {
@@ -38,7 +42,13 @@ __global__ void __launch_bounds__(256) read_tiles(const uint8_t* __restrict__ w,
             const uint8_t* src =
                 TILED ? w + ((size_t)blockIdx.x * chunks + c) * R * C + p * 16
                       : w + (size_t)(fb + p / (C / 16)) * K + (size_t)c * C + p % (C / 16) * 16;
-            rp_cp16(rp_smem + s * R * C + p * 16, src);
+            rp_cp16(rp_smem + s * STAGE + p * 16, src);
+        }
+#pragma unroll
+        for (int j = 0; j < XPIECES; j++) {
+            const int p = threadIdx.x + 256 * j;
+            rp_cp16(rp_smem + s * STAGE + R * C + p * 16,
+                    x + (size_t)(p / (2 * C / 16)) * K * 2 + (size_t)c * 2 * C + p % (2 * C / 16) * 16);
         }
     };
     for (int s = 0; s < S - 1; s++) {
@@ -51,7 +61,7 @@ __global__ void __launch_bounds__(256) read_tiles(const uint8_t* __restrict__ w,
         __syncthreads();
         if (i + S - 1 < n) stage(c0 + i + S - 1, (i + S - 1) % S);
         asm volatile("cp.async.commit_group;\n");
-        acc ^= reinterpret_cast<const unsigned*>(rp_smem + (i % S) * R * C)[threadIdx.x];
+        acc ^= reinterpret_cast<const unsigned*>(rp_smem + (i % S) * STAGE)[threadIdx.x];
     }
     if (acc == 0x12345678u) sink[0] = acc;
 }
@@ -74,28 +84,38 @@ int main() {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    auto run = [&](auto kernel, int R, int C, int S, bool tiled, int blocks_per_sm) {
-        const int smem = S * R * C;
+    uint8_t* xact;  // 64 activation rows of K bf16
+    CK(cudaMalloc(&xact, (size_t)64 * K * 2));
+    CK(cudaMemset(xact, 1, (size_t)64 * K * 2));
+    // parts_override: K split into that many parts (gemm_fp8_wg's 4 for this shape); xr: the
+    // kernel's activation rows.
+    auto run = [&](auto kernel, int R, int C, int S, bool tiled, int blocks_per_sm,
+                   int parts_override = 0, int xr = 0) {
+        // One block an SM asked for: enough shared memory that a second does not fit.
+        const int smem = std::max(S * (R * C + xr * 2 * C), blocks_per_sm == 1 ? 120 << 10 : 0);
         CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         int fit;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, 256, smem));
         const int per_sm = std::min(fit, blocks_per_sm);
         const int fblocks = N / R, chunks = K / C;
-        const int parts0 = std::min(std::max(sms * per_sm / fblocks, 1), chunks);
+        const int parts0 = parts_override
+                               ? parts_override
+                               : std::min(std::max(sms * per_sm / fblocks, 1), chunks);
         const int per = (chunks + parts0 - 1) / parts0, parts = (chunks + per - 1) / per;
         const dim3 grid(fblocks, parts);
-        for (int i = 0; i < 4; i++) kernel<<<grid, 256, smem>>>(w[i % copies], K, per, sink);
+        for (int i = 0; i < 4; i++) kernel<<<grid, 256, smem>>>(w[i % copies], K, per, sink, xact);
         CK(cudaGetLastError());
         const int reps = 30;
         CK(cudaEventRecord(e0));
-        for (int i = 0; i < reps; i++) kernel<<<grid, 256, smem>>>(w[i % copies], K, per, sink);
+        for (int i = 0; i < reps; i++) kernel<<<grid, 256, smem>>>(w[i % copies], K, per, sink, xact);
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         const double us = ms * 1e3 / reps;
-        printf("%-6s R=%3d C=%3d S=%d  %d blocks (%d an SM fit)  %6.1f us  %5.1f%% of the copy rate\n",
-               tiled ? "tiled" : "rows", R, C, S, fblocks * parts, fit, us,
+        printf("%-6s R=%3d C=%3d S=%d  x rows %2d  %d blocks (%d an SM fit, %d used)  %6.1f us  "
+               "%5.1f%% of the copy rate\n",
+               tiled ? "tiled" : "rows", R, C, S, xr, fblocks * parts, fit, per_sm, us,
                100.0 * bytes / rate / (us * 1e-6));
     };
     // gemm_fp8's tiling (256 rows, 64-byte chunks, 3 stages, 2 blocks an SM) and neighbours.
@@ -110,5 +130,11 @@ int main() {
     run(read_tiles<64, 512, 3, false>, 64, 512, 3, false, 2);
     run(read_tiles<64, 256, 4, false>, 64, 256, 4, false, 4);
     run(read_tiles<256, 64, 3, false>, 256, 64, 3, false, 1);
+    // gemm_fp8_wg's shape of work: 128-byte chunks, 3 stages, one block an SM, gate+up in 4
+    // parts (3 waves); then with its 64 activation rows copied beside the weights.
+    run(read_tiles<256, 128, 3, false>, 256, 128, 3, false, 1, 4);
+    run(read_tiles<256, 128, 3, false, 64>, 256, 128, 3, false, 1, 4, 64);
+    run(read_tiles<256, 128, 3, false, 64>, 256, 128, 3, false, 1, 0, 64);
+    run(read_tiles<256, 128, 3, false>, 256, 128, 3, false, 2, 4);
     return 0;
 }
