@@ -34,10 +34,8 @@ pub(super) enum Fp8Gemm {
 }
 
 /// The fp8 GEMM for a GPU of compute capability `cc` with `sms` SMs whose blocks may have
-/// `smem_optin` bytes of shared memory, `smem_per_sm` an SM, and the blocks it runs at once.
-/// HEARTH_FP8_GEMM=dequant: none (matrices dequantized for cuBLASLt); =mma: gemm_fp8 on a 9.0
-/// GPU too. gemm_fp8's stages are capped by HEARTH_FP8_GEMM_STAGES; the blocks at once by
-/// HEARTH_FP8_GEMM_BLOCKS.
+/// `smem_optin` bytes of shared memory, `smem_per_sm` an SM, and the blocks it runs at once, as
+/// `choose` says with HEARTH_FP8_GEMM, HEARTH_FP8_GEMM_STAGES and HEARTH_FP8_GEMM_BLOCKS.
 pub(super) fn config(
     cc: (i32, i32),
     sms: usize,
@@ -49,26 +47,41 @@ pub(super) fn config(
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
     };
-    let choice = std::env::var("HEARTH_FP8_GEMM").unwrap_or_default();
-    let (kernel, per_sm) = if choice == "dequant" {
-        (None, 1)
-    } else if cc == (9, 0) && choice != "mma" && smem_optin >= WG_SMEM_BYTES {
-        (Some(Fp8Gemm::Wgmma), 1)
-    } else {
-        let cap = env("HEARTH_FP8_GEMM_STAGES")
-            .unwrap_or(MAX_STAGES)
-            .clamp(2, 8);
-        let stages = Some((smem_optin / STAGE_BYTES).min(cap)).filter(|s| *s >= 2);
-        // The driver keeps 1 KiB a block.
-        let per_sm = stages.map_or(1, |s| {
-            (smem_per_sm / (s * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
-        });
-        (stages.map(|stages| Fp8Gemm::MmaSync { stages }), per_sm)
-    };
+    let (kernel, per_sm) = choose(
+        cc,
+        smem_optin,
+        smem_per_sm,
+        &std::env::var("HEARTH_FP8_GEMM").unwrap_or_default(),
+        env("HEARTH_FP8_GEMM_STAGES"),
+    );
     (
         kernel,
         env("HEARTH_FP8_GEMM_BLOCKS").unwrap_or(sms * per_sm),
     )
+}
+
+/// The fp8 GEMM and its blocks an SM. `choice` "dequant": none (matrices dequantized for
+/// cuBLASLt); "mma": gemm_fp8 on a 9.0 GPU too. `stages_cap` caps gemm_fp8's stages.
+fn choose(
+    cc: (i32, i32),
+    smem_optin: usize,
+    smem_per_sm: usize,
+    choice: &str,
+    stages_cap: Option<usize>,
+) -> (Option<Fp8Gemm>, usize) {
+    if choice == "dequant" {
+        return (None, 1);
+    }
+    if cc == (9, 0) && choice != "mma" && smem_optin >= WG_SMEM_BYTES {
+        return (Some(Fp8Gemm::Wgmma), 1);
+    }
+    let cap = stages_cap.unwrap_or(MAX_STAGES).clamp(2, 8);
+    let stages = Some((smem_optin / STAGE_BYTES).min(cap)).filter(|s| *s >= 2);
+    // The driver keeps 1 KiB a block.
+    let per_sm = stages.map_or(1, |s| {
+        (smem_per_sm / (s * STAGE_BYTES + 1024)).clamp(1, MAX_BLOCKS_PER_SM)
+    });
+    (stages.map(|stages| Fp8Gemm::MmaSync { stages }), per_sm)
 }
 
 /// gemm_fp8's (parts, chunks a part) for an [n, k] matrix aiming at `target` blocks a row tile:
@@ -240,6 +253,22 @@ mod tests {
         // Qwen3-8B on an H100 (two blocks an SM): Q/K/V in 11 parts of 6 chunks, gate/up in 2.
         assert_eq!(split(6144, 4096, 264), (11, 6));
         assert_eq!(split(24576, 4096, 264), (2, 32));
+    }
+
+    #[test]
+    fn hopper_takes_the_wgmma_kernel_and_other_gpus_gemm_fp8() {
+        // H100: 227 KiB a block, 228 KiB an SM.
+        let (optin, per_sm) = (232_448, 233_472);
+        let wgmma = (Some(Fp8Gemm::Wgmma), 1);
+        let mma3 = (Some(Fp8Gemm::MmaSync { stages: 3 }), 2);
+        assert_eq!(choose((9, 0), optin, per_sm, "", None), wgmma);
+        assert_eq!(choose((9, 0), optin, per_sm, "mma", None), mma3);
+        assert_eq!(choose((9, 0), optin, per_sm, "dequant", None), (None, 1));
+        // Too little shared memory for its three 64 KiB stages: gemm_fp8.
+        assert_eq!(choose((9, 0), 160 << 10, per_sm, "", None), mma3);
+        // An Ada card (99 KiB a block, 100 KiB an SM): gemm_fp8 in two stages, one block an SM.
+        let ada = (Some(Fp8Gemm::MmaSync { stages: 2 }), 1);
+        assert_eq!(choose((8, 9), 101_376, 102_400, "", None), ada);
     }
 
     #[test]
