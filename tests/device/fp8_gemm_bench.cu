@@ -72,11 +72,13 @@ static void split(int n, int k, int target, int* parts, int* per, int kc, int fe
 // gemm_fp8_wg's K split (kernels/gemm_fp8.rs): the parts that finish soonest in whole waves of
 // `slots` blocks, the fewest of those.
 static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, int features) {
+    // Chunks a block's pipeline ramp costs (WG_RAMP_CHUNKS; FH_RAMP to try others).
+    const int ramp = getenv("FH_RAMP") ? atoi(getenv("FH_RAMP")) : 1;
     const int blocks = (n + features - 1) / features, chunks = (k + kc - 1) / kc;
     long best = -1;
     for (int p = 1; p <= chunks; p++) {
         const int pp = (chunks + p - 1) / p, np = (chunks + pp - 1) / pp;
-        const long cost = (long)((blocks * np + slots - 1) / slots) * pp;
+        const long cost = (long)((blocks * np + slots - 1) / slots) * (pp + ramp);
         if (best < 0 || cost < best) best = cost, *parts = np, *per = pp;
     }
 }

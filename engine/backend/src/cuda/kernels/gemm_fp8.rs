@@ -23,6 +23,8 @@ const MAX_BLOCKS_PER_SM: usize = 2;
 /// FH_STAGE_BYTES: weights, activations as copied, activations as f16): one block an SM.
 const WG_CHUNK: usize = 128;
 pub(super) const WG_SMEM_BYTES: usize = 3 * (FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
+/// What a gemm_fp8_wg block's pipeline ramp costs, in chunks, for its K split.
+const WG_RAMP_CHUNKS: usize = 1;
 
 /// Which kernel multiplies fp8 matrices past the GEMV rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,9 +98,11 @@ fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
 }
 
 /// gemm_fp8_wg's (parts, chunks a part) for an [n, k] matrix with `slots` blocks running at
-/// once: the split whose blocks finish soonest in whole waves (waves times chunks a part), the
-/// fewest parts of those. One block an SM leaves no second block to fill a short wave, and
-/// Qwen3-8B's gate/up (96 feature blocks on 132 SMs) runs best in 4 parts (3 waves).
+/// once: the split whose blocks finish soonest in whole waves (waves times a block's chunks plus
+/// WG_RAMP_CHUNKS for its pipeline's ramp), the fewest parts of those. One block an SM leaves no
+/// second block to fill a short wave: Qwen3-8B's gate/up (96 feature blocks on 132 SMs) runs
+/// best in 4 parts (3 waves), Q/K/V (24) in 5 (one wave; 11 parts in two waves took 30.7 us at
+/// 64 rows against 23.1 on an H100).
 fn split_waves(n: usize, k: usize, slots: usize) -> (usize, usize) {
     let blocks = n.div_ceil(FEATURES);
     let chunks = k.div_ceil(WG_CHUNK);
@@ -108,7 +112,8 @@ fn split_waves(n: usize, k: usize, slots: usize) -> (usize, usize) {
             (chunks.div_ceil(per_part), per_part)
         })
         .min_by_key(|&(parts, per_part)| {
-            ((blocks * parts).div_ceil(slots.max(1)) * per_part, parts)
+            let waves = (blocks * parts).div_ceil(slots.max(1));
+            (waves * (per_part + WG_RAMP_CHUNKS), parts)
         })
         .expect("K has a chunk")
 }
@@ -285,11 +290,11 @@ mod tests {
                 }
             }
         }
-        // Qwen3-8B on an H100's 132 SMs, one block each: Q/K/V 24 feature blocks x 11 parts of
-        // 3 chunks (2 waves), o 16 x 8 of 4 (one wave), gate/up 96 x 4 of 8 (3 waves), down 16
-        // x 8 of 12 (one wave). Against the one-wave split's cost (waves x chunks a part):
-        // gate/up whole is 1 x 32, in 4 parts 3 x 8.
-        assert_eq!(split_waves(6144, 4096, 132), (11, 3));
+        // Qwen3-8B on an H100's 132 SMs, one block each: Q/K/V 24 feature blocks x 5 parts of
+        // 7 chunks (one wave), o 16 x 8 of 4 (one wave), gate/up 96 x 4 of 8 (3 waves), down 16
+        // x 8 of 12 (one wave). Cost (waves x (chunks a part + 1)): gate/up whole is 1 x 33, in
+        // 4 parts 3 x 9; Q/K/V in 5 parts 1 x 8, in 11 parts 2 x 4.
+        assert_eq!(split_waves(6144, 4096, 132), (5, 7));
         assert_eq!(split_waves(4096, 4096, 132), (8, 4));
         assert_eq!(split_waves(24576, 4096, 132), (4, 8));
         assert_eq!(split_waves(4096, 12288, 132), (8, 12));
