@@ -139,6 +139,7 @@ int main() {
             split(s.n, s.k, sms * fg_per_sm, &fg_parts, &fg_per, FG_KC, FG_FEATURES);
             split(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
+            const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
             int fh_parts, fh_per;
             split_waves(s.n, s.k, sms, &fh_parts, &fh_per, FH_KC, FG_FEATURES);
             const dim3 fh_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fh_parts);
@@ -146,11 +147,9 @@ int main() {
                 gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fh_per,
                                                        0);
                 if (fh_parts > 1)
-                    gemm_fp8_reduce<<<std::min((m * s.n + 255) / 256, 4 * sms), 256>>>(
-                        parts, ws, y, m, s.n, fh_parts, 0);
+                    gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fh_parts, 0);
             };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
-            const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
             auto run_fg = [&](const uint8_t* wi) {
                 gemm_fp8<<<fg_grid, 256, fg_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fg_per, 3, 0);
                 if (fg_parts > 1)
