@@ -1,8 +1,12 @@
-// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16) and gemm_fp8_wg
-// (the same on wgmma, the engine's on sm_90a) against the wgmma W8A8 experiment (fp8_wgmma_experiment.cu, with its activation quantization
-// timed apart), at Qwen3-8B's shapes, as read rates of the fp8 bytes against a plain copy.
-// Weights rotate over copies larger than L2. Each kernel's output is checked against a plain
-// f32 loop over the same fp8 (and, for W8A8, quantized) values.
+// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16), gemm_fp8_wg (the
+// same on wgmma, the engine's on sm_90a) with its K parts written for gemm_fp8_reduce (the
+// split of whole waves of blocks it had before 2026-11-28) and as the engine launches it (the
+// parts of a tile in one cluster, added through distributed shared memory, split as
+// kernels/gemm_fp8.rs's split_clusters does), against the wgmma W8A8 experiment
+// (fp8_wgmma_experiment.cu, with its activation quantization timed apart), at Qwen3-8B's shapes,
+// as read rates of the fp8 bytes against a plain copy. Weights rotate over copies larger than
+// L2. Each kernel's output is checked against a plain f32 loop over the same fp8 (and, for
+// W8A8, quantized) values.
 //
 // Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a).
 #include <cuda_runtime.h>
@@ -93,7 +97,7 @@ int main() {
     float ms;
     printf("copy rate %.2f TB/s, %d SMs\n", rate / 1e12, sms);
 
-    const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_STAGES * FW_STAGE_BYTES;
+    const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_SMEM;
     const int fh_smem = FH_STAGES * FH_STAGE_BYTES;
     CK(cudaFuncSetAttribute(gemm_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, fg_smem));
     CK(cudaFuncSetAttribute(gemm_fp8_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_smem));
@@ -102,6 +106,24 @@ int main() {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fg_per_sm, gemm_fp8, 256, fg_smem));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fw_per_sm, fw_gemm, 256, fw_smem));
     printf("blocks an SM: gemm_fp8 %d, fw_gemm %d\n", fg_per_sm, fw_per_sm);
+    int cluster_slots[9] = {0, sms};
+    for (int p = 2; p <= 8; p++) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, 1, p);
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = fh_smem;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = p;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int clusters = 0;
+        CK(cudaOccupancyMaxActiveClusters(&clusters, gemm_fp8_wg, &cfg));
+        cluster_slots[p] = clusters;
+        printf("gemm_fp8_wg clusters of %d at once: %d (%d blocks)\n", p, clusters, p * clusters);
+    }
 
     struct Shape { const char* name; int n, k; } shapes[] = {
         {"qkv 6144x4096", 6144, 4096}, {"o 4096x4096", 4096, 4096},
@@ -137,7 +159,7 @@ int main() {
             if (only_rows && m != only_rows) continue;
             int fg_parts, fg_per, fw_parts, fw_per;
             split(s.n, s.k, sms * fg_per_sm, &fg_parts, &fg_per, FG_KC, FG_FEATURES);
-            split(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
+            split_waves(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
             const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
             int fh_parts, fh_per;
@@ -148,6 +170,44 @@ int main() {
                                                        0);
                 if (fh_parts > 1)
                     gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fh_parts, 0);
+            };
+            // The same with the K parts of a tile in one cluster, added through distributed
+            // shared memory (no partial sums, no reduce launch).
+            // The cluster split: the parts (a cluster a tile, at most 8) whose tiles finish
+            // soonest in whole waves of the clusters that fit at once, the fewest of those.
+            int cl_parts = 1, cl_per = 0;
+            {
+                const int tiles = (s.n + FG_FEATURES - 1) / FG_FEATURES;
+                const int chunks = (s.k + FH_KC - 1) / FH_KC;
+                long best = -1;
+                for (int p = 1; p <= 8 && p <= chunks; p++) {
+                    if (cluster_slots[p] == 0) continue;
+                    const int pp = (chunks + p - 1) / p, np = (chunks + pp - 1) / pp;
+                    const long cost =
+                        (long)((tiles + cluster_slots[np] - 1) / cluster_slots[np]) * (pp + 1);
+                    if (best < 0 || cost < best) best = cost, cl_parts = np, cl_per = pp;
+                }
+            }
+            const dim3 cl_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, cl_parts);
+            auto run_fhc = [&](const uint8_t* wi) {
+                if (cl_parts == 1) {
+                    gemm_fp8_wg<<<cl_grid, 256, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k,
+                                                           cl_per, 0);
+                    return;
+                }
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = cl_grid;
+                cfg.blockDim = dim3(256);
+                cfg.dynamicSmemBytes = fh_smem;
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeClusterDimension;
+                at[0].val.clusterDim.x = 1;
+                at[0].val.clusterDim.y = 1;
+                at[0].val.clusterDim.z = cl_parts;
+                cfg.attrs = at;
+                cfg.numAttrs = 1;
+                CK(cudaLaunchKernelEx(&cfg, gemm_fp8_wg, wi, (const float*)ws, (const bf16*)x,
+                                      (void*)y, parts, m, s.n, s.k, cl_per, 0));
             };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
             auto run_fg = [&](const uint8_t* wi) {
@@ -177,6 +237,14 @@ int main() {
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
             const float dh = max_rel(hy, hr);
+            CK(cudaMemset(y, 0, hy.size() * 4));
+            run_fhc(w[0]);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            std::vector<float> hc((size_t)m * s.n);
+            CK(cudaMemcpy(hc.data(), y, hc.size() * 4, cudaMemcpyDeviceToHost));
+            const float dc = max_rel(hc, hr);
+            const bool same = memcmp(hc.data(), hy.data(), hc.size() * 4) == 0;
             run_q();
             run_fw(w[0]);
             CK(cudaGetLastError());
@@ -212,6 +280,7 @@ int main() {
                 gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
                                                        fh_per, 0);
             });
+            const double thc = time([&](int i) { run_fhc(w[i % copies]); });
             const double tq = time([&](int) { run_q(); });
             const double t8 = time([&](int i) { run_fw(w[i % copies]); });
             const double ideal = bytes / rate * 1e6;
@@ -223,6 +292,11 @@ int main() {
             printf("%-20s m=%3d  gemm_fp8_wg %7.1f us (%4.1f%%, %d parts, err %.1e; %.1f us without "
                    "the reduce)\n",
                    s.name, m, th, 100 * ideal / th, fh_parts, dh, thk);
+            printf("%-20s m=%3d  gemm_fp8_wg cluster %7.1f us (%4.1f%%, %d parts, err %.1e%s)\n",
+                   s.name, m, thc, 100 * ideal / thc, cl_parts, dc,
+                   cl_parts != fh_parts ? ""
+                   : same               ? ", the reduce's bits"
+                                        : ", NOT the reduce's bits");
         }
         for (auto p : w) CK(cudaFree(p));
         CK(cudaFree(ws));

@@ -1,168 +1,205 @@
 // Experiment: fp8 weights times fp8 activations (W8A8, a scale a weight row and a scale an
-// activation row) on Hopper's warpgroup MMA (wgmma m64n64k32 e4m3, sm_90a), for 9-128 rows.
+// activation row) on Hopper's warpgroup MMA (wgmma m64nNk32 e4m3, sm_90a), for 9-128 rows.
 // mma.sync's m16n8k32 e4m3 is not a tensor-core instruction on sm_90 (ptxas lowers it to f16
-// HMMAs plus FADDs), so on an H100 fp8 products need wgmma. Timed against gemm_fp8 (W8A16,
-// mma.sync f16) by fp8_gemm_bench.cu; not part of the engine.
+// HMMAs plus FADDs), so on an H100 fp8 products need wgmma. Timed against gemm_fp8 and
+// gemm_fp8_wg (W8A16) by fp8_gemm_bench.cu; not part of the engine.
 //
 // A block is two warpgroups over 256 weight rows (features) and 64 activation rows; each
-// warpgroup multiplies two 64-feature tiles by the 64 rows. K goes in 64-byte chunks through a
-// FW_STAGES-deep cp.async pipeline into shared memory laid out as wgmma's canonical K-major
-// tiles without swizzling: 8-row x 16-byte core matrices of 128 contiguous bytes, the cores of
-// one 16-byte column of K together (row r, byte kb of an R-row tile at
-// ((kb / 16) * (R / 8) + r / 8) * 128 + (r % 8) * 16 + kb % 16).
+// warpgroup multiplies two 64-feature tiles by the rows (wgmma n = 16, 32 or 64 as the rows
+// need). K goes in FW_KC = 128-byte chunks (a block-tiled read in 128-byte runs a row reaches
+// ~88% of the copy rate, 64-byte runs ~59%: read_pattern_bench.cu) through a cp.async pipeline
+// of FW_STAGES stages into wgmma's canonical K-major layout with the 128-byte swizzle: row r's
+// 128 bytes at r * 128, its 16-byte piece c at slot c ^ (r % 8), so a row's copies hit every
+// bank once and the hardware reads 8-row groups 1024 bytes apart. Both operands come from
+// shared memory: no instruction of the block touches a weight. A chunk's products run while
+// the next chunk's barrier and copies are issued (wgmma.wait_group 1).
 #pragma once
 #include <stdint.h>
 
 #define FW_FEATURES 256
 #define FW_ROWS 64
-#ifndef FW_KC
-#define FW_KC 64
-#endif
+#define FW_KC 128
 #ifndef FW_STAGES
-#define FW_STAGES 4
-#endif
-#ifndef FW_MIN_BLOCKS
-#define FW_MIN_BLOCKS 1
+#define FW_STAGES 5
 #endif
 #define FW_WBYTES (FW_FEATURES * FW_KC)
 #define FW_STAGE_BYTES (FW_WBYTES + FW_ROWS * FW_KC)
+// Dynamic shared memory the kernel asks for: the stages plus room to align them to 1024 bytes.
+#define FW_SMEM (FW_STAGES * FW_STAGE_BYTES + 1024)
 
-__device__ __forceinline__ int fw_off(int r, int kb, int rows) {
-    return ((kb >> 4) * (rows >> 3) + (r >> 3)) * 128 + (r & 7) * 16 + (kb & 15);
-}
+__device__ __forceinline__ int fw_off(int r, int c) { return r * FW_KC + ((c ^ (r & 7)) << 4); }
 
-// A shared-memory matrix descriptor: start address, leading byte offset (between core matrices
-// along K), stride byte offset (between core matrices along M or N), no swizzle.
-__device__ __forceinline__ uint64_t fw_desc(const void* p, int lbo, int sbo) {
+// A shared-memory matrix descriptor, K-major with the 128-byte swizzle: start address, 8-row
+// groups 1024 bytes apart (the leading offset is unused in this layout).
+__device__ __forceinline__ uint64_t fw_desc(const void* p) {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-           ((uint64_t)(sbo >> 4) << 32);
+    return (uint64_t)((a & 0x3ffff) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           (1ull << 62);
 }
 
-__device__ __forceinline__ void fw_mma(float (&d)[32], uint64_t da, uint64_t db) {
+template <int NT>
+__device__ __forceinline__ void fw_mma(float (&d)[NT * 4], uint64_t da, uint64_t db);
+#define FW_D4(i) "+f"(d[4 * i]), "+f"(d[4 * i + 1]), "+f"(d[4 * i + 2]), "+f"(d[4 * i + 3])
+template <>
+__device__ __forceinline__ void fw_mma<2>(float (&d)[8], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1;\n"
+        : FW_D4(0), FW_D4(1)
+        : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void fw_mma<4>(float (&d)[16], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, "
+        "1, 1;\n"
+        : FW_D4(0), FW_D4(1), FW_D4(2), FW_D4(3)
+        : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void fw_mma<8>(float (&d)[32], uint64_t da, uint64_t db) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31])
+        : FW_D4(0), FW_D4(1), FW_D4(2), FW_D4(3), FW_D4(4), FW_D4(5), FW_D4(6), FW_D4(7)
         : "l"(da), "l"(db));
 }
+#undef FW_D4
 
 // Keeps the compiler from moving accumulator registers across the asynchronous MMAs.
-__device__ __forceinline__ void fw_fence_regs(float (&d)[32]) {
+template <int R>
+__device__ __forceinline__ void fw_hold(float (&d)[2][R]) {
 #pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[t][i])::"memory");
 }
 
-// Starts copying chunk c of the block's weight rows and activation rows into stage st (rows past
-// N or M as zeros). K % 16 == 0.
+// Starts copying chunk c of the block's weight rows and activation rows into stage st (rows
+// past N or M and bytes past K as zeros). Piece p of a tile: row p / 8, bytes 16 (p % 8) ..,
+// so 8 consecutive threads read one row's 128 bytes. K % 16 == 0.
 __device__ __forceinline__ void fw_stage(unsigned char* st, const uint8_t* __restrict__ w,
                                          const uint8_t* __restrict__ x, int fb, int row0, int M,
                                          int N, int K, int c) {
-    const int k0 = c * FW_KC;
-    // Piece p: 8 consecutive lanes take 8 rows' same 16 bytes (one core matrix row each, so a
-    // quarter warp writes 128 contiguous bytes of shared memory), the next 8 the next 16 bytes.
-    constexpr int PR = FW_KC / 16;  // pieces a row
+    const int k0 = c * FW_KC + (threadIdx.x & 7) * 16;
+    const int c16 = threadIdx.x & 7, r0 = threadIdx.x >> 3;
 #pragma unroll
-    for (int j = 0; j < FW_FEATURES * PR / 256; j++) {
-        const int p = threadIdx.x + 256 * j;
-        const int r = p / (8 * PR) * 8 + (p & 7), kb = (p >> 3) % PR * 16;
-        unsigned char* dst = st + fw_off(r, kb, FW_FEATURES);
-        if (fb + r < N && k0 + kb < K)
-            cp_async16(dst, w + (size_t)(fb + r) * K + k0 + kb);
+    for (int j = 0; j < FW_FEATURES / 32; j++) {
+        const int r = r0 + 32 * j;
+        unsigned char* dst = st + fw_off(r, c16);
+        if (fb + r < N && k0 < K)
+            cp_async16(dst, w + (size_t)(fb + r) * K + k0);
         else
             *reinterpret_cast<uint4*>(dst) = uint4{};
     }
 #pragma unroll
-    for (int j = 0; j < FW_ROWS * PR / 256; j++) {
-        const int p = threadIdx.x + 256 * j;
-        const int r = p / (8 * PR) * 8 + (p & 7), kb = (p >> 3) % PR * 16;
-        unsigned char* dst = st + FW_WBYTES + fw_off(r, kb, FW_ROWS);
-        if (row0 + r < M && k0 + kb < K)
-            cp_async16(dst, x + (size_t)(row0 + r) * K + k0 + kb);
+    for (int j = 0; j < FW_ROWS / 32; j++) {
+        const int r = r0 + 32 * j;
+        unsigned char* dst = st + FW_WBYTES + fw_off(r, c16);
+        if (row0 + r < M && k0 < K)
+            cp_async16(dst, x + (size_t)(row0 + r) * K + k0);
         else
             *reinterpret_cast<uint4*>(dst) = uint4{};
     }
 }
 
-// y [M, N] f32 = (xq * xscale) . (w * wscale)^T; with gridDim.z > 1, partial sums times xscale
-// to parts [gridDim.z, M, N] for gemm_fp8_reduce (which applies wscale). Grid (ceil(M / 64),
-// ceil(N / 256), parts), 256 threads, FW_STAGES * FW_STAGE_BYTES of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(256, FW_MIN_BLOCKS)
-    fw_gemm(const uint8_t* __restrict__ w, const float* __restrict__ wscale,
-            const uint8_t* __restrict__ xq, const float* __restrict__ xscale,
-            float* __restrict__ y, float* __restrict__ parts, int M, int N, int K,
-            int chunks_per_split) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    extern __shared__ __align__(128) unsigned char fw_smem[];
+// The block's n chunks from c_begin, multiplied into acc with wgmma n = 8 NT.
+template <int NT>
+__device__ __forceinline__ void fw_mainloop(float (&acc)[2][NT * 4], unsigned char* smem,
+                                            const uint8_t* __restrict__ w,
+                                            const uint8_t* __restrict__ x, int fb, int row0,
+                                            int M, int N, int K, int c_begin, int n) {
     const int wg = threadIdx.x >> 7;
-    const int row0 = blockIdx.x * FW_ROWS, fb = blockIdx.y * FW_FEATURES;
-    const int chunks = (K + FW_KC - 1) / FW_KC;
-    const int c_begin = blockIdx.z * chunks_per_split;
-    const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
-    for (int s = 0; s < FW_STAGES - 1; s++) {
-        if (s < n) fw_stage(fw_smem + s * FW_STAGE_BYTES, w, xq, fb, row0, M, N, K, c_begin + s);
+    // Chunk i + FW_STAGES - 2 is copied while chunk i's products run and chunk i - 1's may still.
+    for (int s = 0; s < FW_STAGES - 2; s++) {
+        if (s < n) fw_stage(smem + s * FW_STAGE_BYTES, w, x, fb, row0, M, N, K, c_begin + s);
         cp_async_commit();
     }
-    float acc[2][32];
-#pragma unroll
-    for (int t = 0; t < 2; t++)
-#pragma unroll
-        for (int i = 0; i < 32; i++) acc[t][i] = 0.f;
     for (int i = 0; i < n; i++) {
-        cp_async_wait<FW_STAGES - 2>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        cp_async_wait<FW_STAGES - 3>();  // this thread's copies of chunk i are in
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma's reads
+        // Every thread's copies of chunk i are in, and every warpgroup is done with chunk i - 2.
         __syncthreads();
-        const int next = i + FW_STAGES - 1;
+        const int next = i + FW_STAGES - 2;
         if (next < n)
-            fw_stage(fw_smem + (next % FW_STAGES) * FW_STAGE_BYTES, w, xq, fb, row0, M, N, K,
+            fw_stage(smem + (next % FW_STAGES) * FW_STAGE_BYTES, w, x, fb, row0, M, N, K,
                      c_begin + next);
         cp_async_commit();
-        const unsigned char* st = fw_smem + (i % FW_STAGES) * FW_STAGE_BYTES;
-        fw_fence_regs(acc[0]);
-        fw_fence_regs(acc[1]);
+        const unsigned char* st = smem + (i % FW_STAGES) * FW_STAGE_BYTES;
+        fw_hold(acc);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int s = 0; s < FW_KC / 32; s++) {
-            const uint64_t db =
-                fw_desc(st + FW_WBYTES + (2 * s) * (FW_ROWS / 8) * 128, (FW_ROWS / 8) * 128, 128);
+            const uint64_t db = fw_desc(st + FW_WBYTES + 32 * s);
 #pragma unroll
-            for (int t = 0; t < 2; t++) {
-                const int f = 128 * wg + 64 * t;
-                const uint64_t da = fw_desc(st + ((2 * s) * (FW_FEATURES / 8) + f / 8) * 128,
-                                            (FW_FEATURES / 8) * 128, 128);
-                fw_mma(acc[t], da, db);
-            }
+            for (int t = 0; t < 2; t++)
+                fw_mma<NT>(acc[t], fw_desc(st + (128 * wg + 64 * t) * FW_KC + 32 * s), db);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        fw_fence_regs(acc[0]);
-        fw_fence_regs(acc[1]);
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        fw_hold(acc);
     }
-    // acc[t][4 j + e]: feature fb + 128 wg + 64 t + 16 (warp % 4) + g (+ 8 for e >= 2), row
-    // row0 + 8 j + 2 q + e % 2.
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fw_hold(acc);
+}
+
+// acc[t][4 j + e]: feature fb + 128 wg + 64 t + 16 (warp % 4) + g (+ 8 for e >= 2), row
+// row0 + 8 j + 2 q + e % 2.
+template <int NT>
+__device__ __forceinline__ void fw_write(const float (&acc)[2][NT * 4], const float* wscale,
+                                         const float* xscale, float* out, bool partial, int fb,
+                                         int row0, int M, int N) {
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, w4 = (threadIdx.x >> 5) & 3;
-    float* out = gridDim.z > 1 ? parts + (size_t)blockIdx.z * M * N : y;
+    const int wg = threadIdx.x >> 7;
 #pragma unroll
     for (int t = 0; t < 2; t++)
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
+        for (int i = 0; i < NT * 4; i++) {
             const int j = i >> 2, e = i & 3;
             const int f = fb + 128 * wg + 64 * t + 16 * w4 + g + (e >= 2 ? 8 : 0);
             const int r = row0 + 8 * j + 2 * q + (e & 1);
             if (f < N && r < M) {
                 const float v = acc[t][i] * xscale[r];
-                out[(size_t)r * N + f] = gridDim.z > 1 ? v : v * wscale[f];
+                out[(size_t)r * N + f] = partial ? v : v * wscale[f];
             }
         }
-#endif
 }
 
+// y [M, N] f32 = (xq * xscale) . (w * wscale)^T; with gridDim.z > 1, partial sums times xscale
+// to parts [gridDim.z, M, N] for gemm_fp8_reduce (which applies wscale). Grid (ceil(M / 64),
+// ceil(N / 256), parts), 256 threads, FW_SMEM bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    fw_gemm(const uint8_t* __restrict__ w, const float* __restrict__ wscale,
+            const uint8_t* __restrict__ xq, const float* __restrict__ xscale,
+            float* __restrict__ y, float* __restrict__ parts, int M, int N, int K,
+            int chunks_per_split) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char fw_raw[];
+    unsigned char* smem = fw_raw + ((1024 - (__cvta_generic_to_shared(fw_raw) & 1023)) & 1023);
+    const int row0 = blockIdx.x * FW_ROWS, fb = blockIdx.y * FW_FEATURES;
+    const int live = min(M - row0, FW_ROWS);
+    const int chunks = (K + FW_KC - 1) / FW_KC;
+    const int c_begin = blockIdx.z * chunks_per_split;
+    const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
+    const bool partial = gridDim.z > 1;
+    float* out = partial ? parts + (size_t)blockIdx.z * M * N : y;
+    if (live <= 16) {
+        float acc[2][8] = {};
+        fw_mainloop<2>(acc, smem, w, xq, fb, row0, M, N, K, c_begin, n);
+        fw_write<2>(acc, wscale, xscale, out, partial, fb, row0, M, N);
+    } else if (live <= 32) {
+        float acc[2][16] = {};
+        fw_mainloop<4>(acc, smem, w, xq, fb, row0, M, N, K, c_begin, n);
+        fw_write<4>(acc, wscale, xscale, out, partial, fb, row0, M, N);
+    } else {
+        float acc[2][32] = {};
+        fw_mainloop<8>(acc, smem, w, xq, fb, row0, M, N, K, c_begin, n);
+        fw_write<8>(acc, wscale, xscale, out, partial, fb, row0, M, N);
+    }
+#endif
+}
 // Each row of x [M, K] bf16 as fp8 e4m3 with a scale of its own, as the engine quantizes fp8
 // weights: xscale[r] = max |x[r]| / 448 (1 for a zero row), xq[r] = x[r] * (1 / xscale[r])
 // rounded to the nearest e4m3 (ties to even, saturating). One block a row, K % 8 == 0.

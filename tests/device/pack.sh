@@ -2,7 +2,7 @@
 # Packs what tests/device/run.sh needs on the GPU machine into devbin/ (ignored; carried by the
 # device tool): the release binaries (built here with `cargo build --release --workspace
 # --all-targets --all-features`), stripped and xz-compressed, and the real Qwen3 tokenizer.
-# Usage: [AB_CUBINS="name=kernels.cubin ..."] tests/device/pack.sh [TEST_BINARY...]
+# Usage: [AB_CUBINS="name=kernels.cubin ..."] [OLD_ENGINE=path] tests/device/pack.sh [TEST_BINARY...]
 # The device tool carries at most 64 MiB: see run.sh for the SmolLM2 GGUF, which travels apart.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,6 +10,8 @@ rm -rf devbin && mkdir -p devbin/qwen3-tokenizer
 pack() { strip -o "devbin/$1" "$2" && xz -T2 -6 -f "devbin/$1"; }
 pack hearth-engine target/release/hearth-engine
 pack hearth target/release/hearth
+# run.sh serveenv's HEARTH_BIN=old: another build of the engine to compare against.
+[ -n "${OLD_ENGINE:-}" ] && pack hearth-engine-old "$OLD_ENGINE"
 # Test binaries: the ones named (e.g. `pack.sh cuda_moe_mla hf_reference` for run.sh's moe stage),
 # by default the ops stage's; each carries the kernels' fatbin, so all of them exceed the carry.
 for t in ${@:-cuda_ops cuda_linear hf_reference}; do

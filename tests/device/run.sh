@@ -49,7 +49,8 @@
 #            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
 #            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
 #            one command, on the Qwen3-8B shape, with AB_ARGS added to the bench's arguments
-#            (e.g. "--quantization fp8")
+#            (e.g. "--quantization fp8"); a setting with HEARTH_BIN=old runs the engine packed as
+#            devbin/hearth-engine-old (pack.sh with OLD_ENGINE=path), for an A/B of two builds
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
 #            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
 #            Qwen3-8B shape's logits vs transformers with and without it, then tg128 without and
@@ -191,7 +192,9 @@ serveenv)
     for i in $(seq "${AB_ROUNDS:-2}"); do
         for v in ${AB_ENVS:?serveenv: set AB_ENVS}; do
             # shellcheck disable=SC2046,SC2086 # the settings and AB_ARGS split into arguments
-            t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$E" bench --model /tmp/q8b \
+            bin="$E"
+            [[ "$v" == *HEARTH_BIN=old* ]] && bin="$B/hearth-engine-old"
+            t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$bin" bench --model /tmp/q8b \
                 --concurrency "${AB_CONCURRENCY:-16,32,64}" --serve-prompt 1000 --serve-gen "${AB_GEN:-500}" ${AB_ARGS:-}
         done
     done

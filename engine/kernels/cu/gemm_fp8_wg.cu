@@ -1,8 +1,9 @@
 // gemm_fp8 on Hopper's warpgroup MMA (sm_90a only; the host takes it on compute capability 9.0
 // and gemm_fp8 elsewhere): the same product, y = x . (w * scale)^T for x [M, K] bf16 and w
 // [N, K] fp8 e4m3 with a scale a row, the same f16 arithmetic (weights widened exactly in
-// registers, activations as f16 times 2^-FG_XSHIFT) and the same reduce of K's parts (split
-// its own way: kernels/gemm_fp8.rs).
+// registers, activations as f16 times 2^-FG_XSHIFT). K's parts (split its own way:
+// kernels/gemm_fp8.rs) are added in part order as gemm_fp8_reduce adds them, but by the
+// cluster of a tile's parts itself (fh_cluster_write).
 //
 // Why a second kernel: a block-tiled read of a row-major matrix in runs of 64 bytes a row, as
 // gemm_fp8's chunks are, reaches only ~59% of the copy rate with no products at all, 128-byte
@@ -235,11 +236,94 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fh_hold_all(acc, a);
 }
+
+// Split-K inside a thread block cluster: a launch whose clusters span gridDim.z (the parts of
+// K, at most 8) adds the parts' sums through distributed shared memory instead of writing them
+// for gemm_fp8_reduce, which at 64 rows moved as many bytes again as a third of the weights
+// (gate+up: 25 MB of partial sums for 100 MB of weights, 15 of its 73 us on an H100).
+__device__ __forceinline__ unsigned fh_cluster_blocks() {
+    unsigned n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+    return n;
+}
+__device__ __forceinline__ unsigned fh_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// Every thread of every block of the cluster arrives; shared-memory writes before it are
+// visible to the cluster's reads after it.
+__device__ __forceinline__ void fh_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+                 ::: "memory");
+}
+// Four floats at shared-memory address `a` of the cluster's block `rank`.
+__device__ __forceinline__ float4 fh_remote4(uint32_t a, unsigned rank) {
+    uint32_t r;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(r)
+                 : "memory");
+    return v;
+}
+
+// Floats a row of a block's sums in shared memory: 260 puts rows 2 q apart (a warp's stores)
+// on banks 8 q apart.
+#define FH_TSTRIDE 260
+
+// The cluster's blocks (the K parts of one tile, rank = part) each put their sums in shared
+// memory as [row][feature]; then block `rank` adds rows rank, rank + parts, .. over the parts
+// in part order (as gemm_fp8_reduce does, so the same values) and writes them as mode says.
+__device__ __forceinline__ void fh_cluster_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
+                                                 const float* __restrict__ scale, int fb,
+                                                 int row0, int live, int N, int mode) {
+    extern __shared__ __align__(128) unsigned char fh_smem[];
+    float* tile = reinterpret_cast<float*>(fh_smem);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int f0 = 128 * (warp >> 2) + 16 * (warp & 3) + g;
+    __syncthreads();  // every warpgroup's products have read their last stage
+#pragma unroll
+    for (int t = 0; t < FG_TILES; t++)
+#pragma unroll
+        for (int nt = 0; nt < FG_NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 8 * nt + 2 * q + (e & 1);
+                if (r < live) tile[r * FH_TSTRIDE + f0 + 64 * t + 8 * (e >> 1)] = acc[t][nt][e];
+            }
+    fh_cluster_sync();
+    const unsigned parts = fh_cluster_blocks(), rank = fh_cluster_rank();
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
+    const int mine = (live - (int)rank + (int)parts - 1) / (int)parts;
+    for (int i = threadIdx.x; i < mine * (FG_FEATURES / 4); i += blockDim.x) {
+        const int r = rank + parts * (i / (FG_FEATURES / 4)), f = 4 * (i % (FG_FEATURES / 4));
+        const uint32_t a = base + (r * FH_TSTRIDE + f) * 4;
+        float4 v = fh_remote4(a, 0);
+        for (unsigned p = 1; p < parts; p++) {
+            const float4 u = fh_remote4(a, p);
+            v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        }
+        const float s[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int feat = fb + f + e;
+            // The activations went in times 2^-FG_XSHIFT.
+            if (feat < N)
+                fg_store(y, (size_t)(row0 + r) * N + feat,
+                         s[e] * (float)(1 << FG_XSHIFT) * scale[feat], mode);
+        }
+    }
+    fh_cluster_sync();  // no block leaves while another still reads its sums
+}
 #endif
 
 // gemm_fp8's contract (mode, parts, grid (ceil(M / FG_ROWS), ceil(N / FG_FEATURES), parts),
 // FG_WARPS warps) without its stages: chunks of FH_KC values, FH_STAGES * FH_STAGE_BYTES of
-// dynamic shared memory. sm_90a only: elsewhere it does nothing.
+// dynamic shared memory. Launched in clusters of gridDim.z blocks along z (at most 8), as the
+// engine does, the parts are added inside each cluster and `parts` is not touched; otherwise
+// they go to `parts` for gemm_fp8_reduce. sm_90a only: elsewhere it does nothing.
 extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
     gemm_fp8_wg(const uint8_t* __restrict__ w, const float* __restrict__ scale,
                 const bf16* __restrict__ x, void* __restrict__ y, float* __restrict__ parts,
@@ -274,7 +358,9 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
         fh_mainloop<8>(acc, cp, K, c_begin, n);
     // Warp w's tiles: features 128 (w / 4) + 16 (w % 4) + 64 t.
     const int f0 = fb + 128 * (warp >> 2) + 16 * (warp & 3);
-    if (gridDim.z > 1)
+    if (fh_cluster_blocks() > 1)
+        fh_cluster_write(acc, y, scale, fb, row0, live, N, mode);
+    else if (gridDim.z > 1)
         fg_write(acc, parts + (size_t)blockIdx.z * M * N, nullptr, f0, 64, row0, live, N, 0);
     else if (mode == 1)
         fg_write(acc, y, scale, f0, 64, row0, live, N, 1);

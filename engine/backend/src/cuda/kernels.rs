@@ -77,6 +77,8 @@ pub struct Kernels {
     /// The blocks that kernel runs at once, its K split's target for one row tile: as many as
     /// the SMs hold, or HEARTH_FP8_GEMM_BLOCKS.
     gemm_fp8_blocks: usize,
+    /// How many clusters of each size gemm_fp8_wg runs at once (measured when it is the kernel).
+    fp8_clusters: gemm_fp8::ClusterSlots,
     rope_write_kv: [CudaFunction; 2],
     /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
     /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
@@ -245,7 +247,7 @@ impl Kernels {
                 .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let (fp8_gemm, fp8_blocks) = gemm_fp8::config(cc, sms, smem_optin, smem_per_sm);
-        let k = Kernels {
+        let mut k = Kernels {
             ring: Ring::load(module, &stream, sms, pdl.graphs)?,
             embedding: f("embedding")?,
             rms_norm: f("rms_norm")?,
@@ -301,6 +303,7 @@ impl Kernels {
             gemm_fp8_reduce: f("gemm_fp8_reduce")?,
             fp8_gemm,
             gemm_fp8_blocks: fp8_blocks,
+            fp8_clusters: Default::default(),
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: [
                 [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],
@@ -386,10 +389,14 @@ impl Kernels {
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 (stages * gemm_fp8::STAGE_BYTES) as i32,
             )?,
-            Some(gemm_fp8::Fp8Gemm::Wgmma) => k.gemm_fp8_wg.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                gemm_fp8::WG_SMEM_BYTES as i32,
-            )?,
+            Some(gemm_fp8::Fp8Gemm::Wgmma) => {
+                k.gemm_fp8_wg.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    gemm_fp8::WG_SMEM_BYTES as i32,
+                )?;
+                k.fp8_clusters =
+                    gemm_fp8::cluster_slots(&k.gemm_fp8_wg, &k.stream, k.gemm_fp8_blocks);
+            }
             None => {}
         }
         for (c, fp8) in [false, true].into_iter().enumerate() {

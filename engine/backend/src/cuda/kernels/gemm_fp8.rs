@@ -1,6 +1,9 @@
 //! gemm_fp8 (cu/gemm_fp8.cu): fp8 matrices past the GEMV rows, read as fp8 by the tensor cores.
 
+use cudarc::driver::{sys, CudaFunction, CudaStream};
+
 use super::super::gemm::Out;
+use super::launch::cluster_attribute;
 use super::{flat, Kernels, LaunchConfig};
 use crate::BackendError;
 
@@ -25,6 +28,14 @@ const WG_CHUNK: usize = 128;
 pub(super) const WG_SMEM_BYTES: usize = 3 * (FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
 /// What a gemm_fp8_wg block's pipeline ramp costs, in chunks, for its K split.
 const WG_RAMP_CHUNKS: usize = 1;
+/// gemm_fp8_wg's K parts of a tile at most: one cluster, whose blocks add their sums through
+/// distributed shared memory (8 is the portable cluster size).
+const MAX_CLUSTER: usize = 8;
+
+/// `slots[p]`: how many clusters of p gemm_fp8_wg blocks run at once (`slots[1]`: blocks).
+/// Clusters must fit in one GPC, so an H100's 132 SMs hold 66 of 2 but only 30 of 4 (120
+/// blocks) and 15 of 8.
+pub(super) type ClusterSlots = [usize; MAX_CLUSTER + 1];
 
 /// Which kernel multiplies fp8 matrices past the GEMV rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,34 +108,74 @@ fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
     (chunks.div_ceil(per_part), per_part)
 }
 
-/// gemm_fp8_wg's (parts, chunks a part) for an [n, k] matrix with `slots` blocks running at
-/// once: the split whose blocks finish soonest in whole waves (waves times a block's chunks plus
-/// WG_RAMP_CHUNKS for its pipeline's ramp), the fewest parts of those. One block an SM leaves no
-/// second block to fill a short wave: Qwen3-8B's gate/up (96 feature blocks on 132 SMs) runs
-/// best in 4 parts (3 waves), Q/K/V (24) in 5 (one wave; 11 parts in two waves took 30.7 us at
-/// 64 rows against 23.1 on an H100).
-fn split_waves(n: usize, k: usize, slots: usize) -> (usize, usize) {
-    let blocks = n.div_ceil(FEATURES);
+/// gemm_fp8_wg's (parts, chunks a part) for an [n, k] matrix: the parts (a cluster a tile)
+/// whose tiles finish soonest in whole waves of the clusters that fit at once (waves times a
+/// block's chunks plus WG_RAMP_CHUNKS for its pipeline's ramp), the fewest parts of those.
+/// Partial sums written to memory and added by another launch cost as many bytes again as a
+/// third of the weights at 64 rows, so K is split only as far as one cluster goes: Qwen3-8B's
+/// gate/up runs whole (96 blocks, one wave) in 54 us at 64 rows on an H100, against 73 us in 4
+/// parts with gemm_fp8_reduce.
+fn split_clusters(n: usize, k: usize, slots: &ClusterSlots) -> (usize, usize) {
+    let tiles = n.div_ceil(FEATURES);
     let chunks = k.div_ceil(WG_CHUNK);
-    (1..=chunks)
+    (1..=chunks.min(MAX_CLUSTER))
         .map(|p| {
             let per_part = chunks.div_ceil(p);
             (chunks.div_ceil(per_part), per_part)
         })
+        .filter(|&(parts, _)| slots[parts] > 0)
         .min_by_key(|&(parts, per_part)| {
-            let waves = (blocks * parts).div_ceil(slots.max(1));
+            let waves = tiles.div_ceil(slots[parts]);
             (waves * (per_part + WG_RAMP_CHUNKS), parts)
         })
-        .expect("K has a chunk")
+        .expect("K has a chunk and one part always fits")
+}
+
+/// How many clusters of 2..=MAX_CLUSTER gemm_fp8_wg blocks the GPU runs at once (0 for a size
+/// the driver refuses), beside `blocks` single blocks.
+pub(super) fn cluster_slots(
+    func: &CudaFunction,
+    stream: &CudaStream,
+    blocks: usize,
+) -> ClusterSlots {
+    let mut slots = [0; MAX_CLUSTER + 1];
+    slots[1] = blocks;
+    for (p, slot) in slots.iter_mut().enumerate().skip(2) {
+        let mut attr = cluster_attribute(p as u32);
+        let config = sys::CUlaunchConfig {
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: p as u32,
+            blockDimX: THREADS,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: WG_SMEM_BYTES as u32,
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut n = 0;
+        // SAFETY: n, config and attr live across the call; the function is a loaded kernel
+        // whose dynamic shared memory limit allows WG_SMEM_BYTES.
+        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, func.cu_function(), &config) };
+        if r == sys::CUresult::CUDA_SUCCESS {
+            *slot = n.max(0) as usize;
+        }
+    }
+    slots
 }
 
 impl Kernels {
     /// The kernel fp8 matrices past the GEMV rows take, for the startup log.
-    pub fn fp8_gemm_kernel(&self) -> &'static str {
+    pub fn fp8_gemm_kernel(&self) -> String {
         match self.fp8_gemm {
-            Some(Fp8Gemm::Wgmma) => "gemm_fp8_wg on wgmma",
-            Some(Fp8Gemm::MmaSync { .. }) => "gemm_fp8 on mma.sync",
-            None => "none",
+            Some(Fp8Gemm::Wgmma) => format!(
+                "gemm_fp8_wg on wgmma, K parts added in clusters (clusters of 2..8 blocks at \
+                 once: {:?})",
+                &self.fp8_clusters[2..]
+            ),
+            Some(Fp8Gemm::MmaSync { .. }) => "gemm_fp8 on mma.sync".into(),
+            None => "none".into(),
         }
     }
 
@@ -138,7 +189,7 @@ impl Kernels {
     /// and k only, so a row's sums never depend on how many rows there are.
     fn fp8_split(&self, n: usize, k: usize) -> (usize, usize) {
         match self.fp8_gemm {
-            Some(Fp8Gemm::Wgmma) => split_waves(n, k, self.gemm_fp8_blocks),
+            Some(Fp8Gemm::Wgmma) => split_clusters(n, k, &self.fp8_clusters),
             _ => split(n, k, self.gemm_fp8_blocks),
         }
     }
@@ -146,7 +197,7 @@ impl Kernels {
     /// Bytes of partial sums gemm_fp8 needs for an [n, k] matrix at up to FP8_GEMM_MAX_ROWS
     /// rows (0 when it does not split K).
     pub fn fp8_gemm_parts_bytes(&self, n: usize, k: usize) -> usize {
-        if !self.fp8_gemm_fits(1, k) {
+        if !self.fp8_gemm_fits(1, k) || self.fp8_gemm == Some(Fp8Gemm::Wgmma) {
             return 0;
         }
         match self.fp8_split(n, k) {
@@ -157,7 +208,8 @@ impl Kernels {
 
     /// y (as `mode` says) = x . (w * scales)^T for x [m, k] bf16, w [n, k] fp8 e4m3 with an f32
     /// scale a row, y [m, n]; `parts` holds `fp8_gemm_parts_bytes(n, k)`. Where K is split, the
-    /// parts' sums are added by gemm_fp8_reduce after.
+    /// parts' sums are added by gemm_fp8_reduce after (gemm_fp8), or by the cluster of a
+    /// tile's parts itself (gemm_fp8_wg).
     pub fn gemm_fp8(
         &self,
         (w, scales, x, y, parts): (u64, u64, u64, u64, u64),
@@ -180,26 +232,24 @@ impl Kernels {
         let grid_dim = (grid.0 as u32, grid.1 as u32, split as u32);
         match kernel {
             Fp8Gemm::Wgmma => {
+                if self.skipping() {
+                    return Ok(());
+                }
                 let cfg = LaunchConfig {
                     grid_dim,
                     block_dim: (THREADS, 1, 1),
                     shared_mem_bytes: WG_SMEM_BYTES as u32,
                 };
-                launch!(
-                    self,
-                    gemm_fp8_wg,
-                    cfg,
-                    w,
-                    scales,
-                    x,
-                    y,
-                    parts,
-                    m_i,
-                    n_i,
-                    k_i,
-                    pp,
-                    mode
-                )?;
+                let mut b = self.launcher(&self.gemm_fp8_wg)?;
+                b.cluster_z(split as u32);
+                b.arg(&w).arg(&scales).arg(&x).arg(&y).arg(&parts);
+                b.arg(&m_i).arg(&n_i).arg(&k_i).arg(&pp).arg(&mode);
+                // SAFETY: the arguments follow gemm_fp8_wg's signature in cu/gemm_fp8_wg.cu in
+                // order and type; w, scales, x and y are live allocations of the shapes passed
+                // (the caller's contract above); split_clusters keeps `split` <= MAX_CLUSTER,
+                // one cluster a tile, so parts is never written.
+                unsafe { b.launch(cfg) }?;
+                return Ok(());
             }
             Fp8Gemm::MmaSync { stages } => {
                 let stages_i = stages as i32;
@@ -277,26 +327,34 @@ mod tests {
     }
 
     #[test]
-    fn wave_splits_cover_k_once_and_fill_whole_waves() {
+    fn cluster_splits_cover_k_once_in_clusters_that_fit() {
+        // An H100 (132 SMs, one block each): clusters of 1..=8 at once.
+        let h100: ClusterSlots = [0, 132, 66, 39, 30, 22, 17, 15, 15];
+        let only_blocks: ClusterSlots = [0, 132, 0, 0, 0, 0, 0, 0, 0];
         for n in [24, 256, 1000, 4096, 6144, 24576, 151_936] {
             for k in [16, 96, 1040, 4096, 12288] {
-                for slots in [1, 132, 264] {
-                    let (parts, per_part) = split_waves(n, k, slots);
+                for slots in [&h100, &only_blocks] {
+                    let (parts, per_part) = split_clusters(n, k, slots);
                     let chunks = k.div_ceil(WG_CHUNK);
-                    let at = format!("n {n} k {k} slots {slots}: {parts} x {per_part}");
-                    assert!(parts >= 1 && parts <= chunks, "{at}");
+                    let at = format!("n {n} k {k} slots {slots:?}: {parts} x {per_part}");
+                    assert!(
+                        (1..=MAX_CLUSTER).contains(&parts) && parts <= chunks,
+                        "{at}"
+                    );
+                    assert!(slots[parts] > 0, "{at}: no such cluster fits");
                     assert!(parts * per_part >= chunks, "{at}: K not covered");
                     assert!((parts - 1) * per_part < chunks, "{at}: an empty part");
                 }
             }
         }
-        // Qwen3-8B on an H100's 132 SMs, one block each: Q/K/V 24 feature blocks x 5 parts of
-        // 7 chunks (one wave), o 16 x 8 of 4 (one wave), gate/up 96 x 4 of 8 (3 waves), down 16
-        // x 8 of 12 (one wave). Cost (waves x (chunks a part + 1)): gate/up whole is 1 x 33, in
-        // 4 parts 3 x 9; Q/K/V in 5 parts 1 x 8, in 11 parts 2 x 4.
-        assert_eq!(split_waves(6144, 4096, 132), (5, 7));
-        assert_eq!(split_waves(4096, 4096, 132), (8, 4));
-        assert_eq!(split_waves(24576, 4096, 132), (4, 8));
-        assert_eq!(split_waves(4096, 12288, 132), (8, 12));
+        // Qwen3-8B: Q/K/V's 24 tiles in clusters of 4 (30 fit: one wave of 8 chunks), o's 16 in
+        // clusters of 6 (17 fit; 15 of 8 would take two waves), gate/up whole (96 tiles, one
+        // wave), down's 16 in clusters of 6 (16 chunks each).
+        assert_eq!(split_clusters(6144, 4096, &h100), (4, 8));
+        assert_eq!(split_clusters(4096, 4096, &h100), (6, 6));
+        assert_eq!(split_clusters(24576, 4096, &h100), (1, 32));
+        assert_eq!(split_clusters(4096, 12288, &h100), (6, 16));
+        // No clusters: K whole.
+        assert_eq!(split_clusters(4096, 4096, &only_blocks), (1, 32));
     }
 }

@@ -8,6 +8,9 @@
 //! before waiting, programmatic edges in graphs cost GLM-4.7-Flash's batch-1 decode 153 -> 124
 //! tok/s: every small kernel after a running one launched and parked its blocks on the SMs.
 //! HEARTH_PDL=1 keeps it outside graphs only, HEARTH_PDL=0 off everywhere.
+//!
+//! A launch may also group its blocks into thread block clusters (sm_90 and later), which
+//! gemm_fp8_wg uses to add its K parts through distributed shared memory.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -23,6 +26,7 @@ pub struct Launch<'a> {
     stream: &'a CudaStream,
     func: &'a CudaFunction,
     pdl: bool,
+    cluster_z: u32,
     args: Vec<*mut c_void>,
     _args: PhantomData<&'a ()>,
 }
@@ -33,6 +37,7 @@ impl<'a> Launch<'a> {
             stream,
             func,
             pdl,
+            cluster_z: 1,
             args: Vec::with_capacity(16),
             _args: PhantomData,
         }
@@ -44,6 +49,12 @@ impl<'a> Launch<'a> {
         self
     }
 
+    /// Groups the blocks into clusters of `z` blocks along the grid's z (which `z` divides).
+    pub fn cluster_z(&mut self, z: u32) -> &mut Self {
+        self.cluster_z = z;
+        self
+    }
+
     /// Launches the kernel on the stream.
     ///
     /// # Safety
@@ -51,13 +62,17 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), BackendError> {
         self.stream.context().bind_to_thread()?;
-        let mut attr = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            // SAFETY: an all-zero union is a valid value of every one of its fields.
-            value: unsafe { std::mem::zeroed() },
-        };
-        attr.value.programmaticStreamSerializationAllowed = 1;
+        let mut attrs = Vec::with_capacity(2);
+        if self.pdl {
+            let mut attr = attribute(
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            );
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(attr);
+        }
+        if self.cluster_z > 1 {
+            attrs.push(cluster_attribute(self.cluster_z));
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -67,10 +82,10 @@ impl<'a> Launch<'a> {
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: u32::from(self.pdl),
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
         };
-        // SAFETY: config and attr live across the call; args points to self.args.len() argument
+        // SAFETY: config and attrs live across the call; args points to self.args.len() argument
         // values kept alive by the 'a borrows, which the caller promises match the kernel.
         unsafe {
             sys::cuLaunchKernelEx(
@@ -83,4 +98,23 @@ impl<'a> Launch<'a> {
         .result()?;
         Ok(())
     }
+}
+
+/// A launch attribute of kind `id` with its value zeroed.
+fn attribute(id: sys::CUlaunchAttributeID) -> sys::CUlaunchAttribute {
+    sys::CUlaunchAttribute {
+        id,
+        pad: [0; 4],
+        // SAFETY: an all-zero union is a valid value of every one of its fields.
+        value: unsafe { std::mem::zeroed() },
+    }
+}
+
+/// The attribute grouping blocks into clusters of `z` along the grid's z.
+pub fn cluster_attribute(z: u32) -> sys::CUlaunchAttribute {
+    let mut attr = attribute(sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    attr.value.clusterDim.x = 1;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = z;
+    attr
 }
