@@ -87,6 +87,24 @@ static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, i
     }
 }
 
+// A launch of 256-thread blocks over `grid` whose clusters span the grid's z.
+struct ClusterLaunch {
+    cudaLaunchAttribute at[1];
+    cudaLaunchConfig_t cfg = {};
+    ClusterLaunch(dim3 grid, int smem) {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = grid.z;
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = smem;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+    }
+    ClusterLaunch(const ClusterLaunch&) = delete;  // cfg points into this object
+};
+
 int main() {
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -108,17 +126,8 @@ int main() {
     printf("blocks an SM: gemm_fp8 %d, fw_gemm %d\n", fg_per_sm, fw_per_sm);
     int cluster_slots[9] = {0, sms};
     for (int p = 2; p <= 8; p++) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(1, 1, p);
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = fh_smem;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = p;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+        ClusterLaunch cl(dim3(1, 1, p), fh_smem);
+        const cudaLaunchConfig_t& cfg = cl.cfg;
         int clusters = 0;
         CK(cudaOccupancyMaxActiveClusters(&clusters, gemm_fp8_wg, &cfg));
         cluster_slots[p] = clusters;
@@ -195,18 +204,8 @@ int main() {
                                                            cl_per, 0);
                     return;
                 }
-                cudaLaunchConfig_t cfg = {};
-                cfg.gridDim = cl_grid;
-                cfg.blockDim = dim3(256);
-                cfg.dynamicSmemBytes = fh_smem;
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeClusterDimension;
-                at[0].val.clusterDim.x = 1;
-                at[0].val.clusterDim.y = 1;
-                at[0].val.clusterDim.z = cl_parts;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                CK(cudaLaunchKernelEx(&cfg, gemm_fp8_wg, wi, (const float*)ws, (const bf16*)x,
+                ClusterLaunch cl(cl_grid, fh_smem);
+                CK(cudaLaunchKernelEx(&cl.cfg, gemm_fp8_wg, wi, (const float*)ws, (const bf16*)x,
                                       (void*)y, parts, m, s.n, s.k, cl_per, 0));
             };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
