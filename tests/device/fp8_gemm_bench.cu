@@ -8,7 +8,9 @@
 // L2. Each kernel's output is checked against a plain f32 loop over the same fp8 (and, for
 // W8A8, quantized) values.
 //
-// Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a).
+// Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a); other
+// gemm_fp8_wg block shapes with -DFH_WGS=2 -DFH_TPW=2 (256 features, its shape before
+// 2026-11-28's last change) and -DFH_STAGES=N.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -87,7 +89,7 @@ static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, i
     }
 }
 
-// A launch of 256-thread blocks over `grid` whose clusters span the grid's z.
+// A launch of gemm_fp8_wg's blocks over `grid` whose clusters span the grid's z.
 struct ClusterLaunch {
     cudaLaunchAttribute at[1];
     cudaLaunchConfig_t cfg = {};
@@ -97,7 +99,7 @@ struct ClusterLaunch {
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = grid.z;
         cfg.gridDim = grid;
-        cfg.blockDim = dim3(256);
+        cfg.blockDim = dim3(FH_THREADS);
         cfg.dynamicSmemBytes = smem;
         cfg.attrs = at;
         cfg.numAttrs = 1;
@@ -113,7 +115,8 @@ int main() {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     float ms;
-    printf("copy rate %.2f TB/s, %d SMs\n", rate / 1e12, sms);
+    printf("copy rate %.2f TB/s, %d SMs; gemm_fp8_wg: %d features, %d threads, %d stages a block\n",
+           rate / 1e12, sms, FH_FEATURES, FH_THREADS, FH_STAGES);
 
     const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_SMEM;
     const int fh_smem = FH_STAGES * FH_STAGE_BYTES;
@@ -172,10 +175,10 @@ int main() {
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
             const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
             int fh_parts, fh_per;
-            split_waves(s.n, s.k, sms, &fh_parts, &fh_per, FH_KC, FG_FEATURES);
-            const dim3 fh_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fh_parts);
+            split_waves(s.n, s.k, sms, &fh_parts, &fh_per, FH_KC, FH_FEATURES);
+            const dim3 fh_grid((m + 63) / 64, (s.n + FH_FEATURES - 1) / FH_FEATURES, fh_parts);
             auto run_fh = [&](const uint8_t* wi) {
-                gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fh_per,
+                gemm_fp8_wg<<<fh_grid, FH_THREADS, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fh_per,
                                                        0);
                 if (fh_parts > 1)
                     gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fh_parts, 0);
@@ -186,7 +189,7 @@ int main() {
             // soonest in whole waves of the clusters that fit at once, the fewest of those.
             int cl_parts = 1, cl_per = 0;
             {
-                const int tiles = (s.n + FG_FEATURES - 1) / FG_FEATURES;
+                const int tiles = (s.n + FH_FEATURES - 1) / FH_FEATURES;
                 const int chunks = (s.k + FH_KC - 1) / FH_KC;
                 long best = -1;
                 for (int p = 1; p <= 8 && p <= chunks; p++) {
@@ -197,10 +200,10 @@ int main() {
                     if (best < 0 || cost < best) best = cost, cl_parts = np, cl_per = pp;
                 }
             }
-            const dim3 cl_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, cl_parts);
+            const dim3 cl_grid((m + 63) / 64, (s.n + FH_FEATURES - 1) / FH_FEATURES, cl_parts);
             auto run_fhc = [&](const uint8_t* wi) {
                 if (cl_parts == 1) {
-                    gemm_fp8_wg<<<cl_grid, 256, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k,
+                    gemm_fp8_wg<<<cl_grid, FH_THREADS, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k,
                                                            cl_per, 0);
                     return;
                 }
@@ -276,7 +279,7 @@ int main() {
             });
             const double th = time([&](int i) { run_fh(w[i % copies]); });
             const double thk = time([&](int i) {
-                gemm_fp8_wg<<<fh_grid, 256, fh_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
+                gemm_fp8_wg<<<fh_grid, FH_THREADS, fh_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
                                                        fh_per, 0);
             });
             const double thc = time([&](int i) { run_fhc(w[i % copies]); });

@@ -147,12 +147,13 @@ __device__ __forceinline__ void fg_store(void* y, size_t o, float v, int mode) {
 
 // The warp's sums to y as fg_store's mode says, each times its feature's scale (none: partial
 // sums, without the weights' scales, into f32); tile t's features start at f0 + t * tile_step.
-__device__ __forceinline__ void fg_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
+template <int TILES>
+__device__ __forceinline__ void fg_write(const float (&acc)[TILES][FG_NT][4], void* y,
                                          const float* __restrict__ scale, int f0, int tile_step,
                                          int row0, int live, int N, int mode) {
     const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;
 #pragma unroll
-    for (int t = 0; t < FG_TILES; t++)
+    for (int t = 0; t < TILES; t++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int f = f0 + tile_step * t + 8 * h + g;

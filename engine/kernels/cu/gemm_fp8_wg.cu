@@ -7,13 +7,17 @@
 //
 // Why a second kernel: a block-tiled read of a row-major matrix in runs of 64 bytes a row, as
 // gemm_fp8's chunks are, reaches only ~59% of the copy rate with no products at all, 128-byte
-// runs ~88% (tests/device/read_pattern_bench.cu, H100). Chunks of FH_KC = 128 bytes over 256
-// features and 64 rows need 64 KB a stage, so one block an SM; wgmma is what keeps that one
+// runs ~88% (tests/device/read_pattern_bench.cu, H100). Chunks of FH_KC = 128 bytes over 192
+// features and 64 rows need 56 KB a stage, so one block an SM; wgmma is what keeps that one
 // block's products cheap (a warpgroup multiplies 64 features by up to 64 rows a k16 step in one
 // instruction, reading the activations from shared memory itself).
 //
-// A block is two warpgroups; warpgroup wg multiplies features 128 wg + 64 t (t < FG_TILES) of
-// the block's 256 by the row tile. A (the weights) comes from registers: warp w of a warpgroup
+// A block is FH_WGS = 3 warpgroups; warpgroup wg multiplies features 64 (FH_TPW wg + t) (t <
+// FH_TPW = 1) of the block's FH_FEATURES = 192 by the row tile. One block streams ~20 GB/s
+// (about what a block-tiled read alone does), so what counts is how many SMs a matrix keeps
+// busy: 192 features put Qwen3-8B's gate+up in 128 blocks (one wave, no K split) where 256 put
+// it in 96, 54 -> 47 us at 64 rows on an H100. The first 256 threads copy and convert the
+// activations. A (the weights) comes from registers: warp w of a warpgroup
 // holds features 16 w + g and 16 w + g + 8 of a tile, and lane (g, q) widens the 8 bytes
 // 32 u + 8 q .. of each row, feeding the first half to k16 step 2 u and the second to 2 u + 1,
 // as gemm_fp8 does. So logical k 2 q + e of step 2 u + v is physical 32 u + 8 q + 4 v + e, and
@@ -22,23 +26,39 @@
 // order: the pair at physical word P (k 2 P, 2 P + 1) goes to core column 4 (P / 16) + P % 4,
 // word (P / 4) % 4 of its row.
 //
-// Shared memory: FH_STAGES stages, each a chunk's 256 weight rows of FH_KC bytes (row r's
+// Shared memory: FH_STAGES stages, each a chunk's FH_FEATURES weight rows of FH_KC bytes (row r's
 // 32-byte quarters XOR r % 4, so a half warp's 8-byte reads of rows g = 0..3 hit every bank
 // once), the chunk's activation rows as copied (bf16), and the same activations as f16 in
 // wgmma's K-major layout without swizzling: core matrices of 8 rows x 16 bytes (128 contiguous
 // bytes), core (column c, row group r / 8) at (c * FG_ROWS / 8 + r / 8) * 128. Chunks are
 // copied by cp.async FH_STAGES - 1 ahead of the one multiplied.
 #define FH_KC 128
+#ifndef FH_STAGES
 #define FH_STAGES 3
-#define FH_XRAW (FG_FEATURES * FH_KC)
+#endif
+// Warpgroups a block and 64-feature tiles a warpgroup (FH_WGS x FH_TPW x 64 features a block;
+// fp8_gemm_bench.cu builds other shapes to compare); the first FH_XTHREADS threads copy and
+// convert the activations.
+#ifndef FH_WGS
+#define FH_WGS 3
+#endif
+#ifndef FH_TPW
+#define FH_TPW 1
+#endif
+#define FH_FEATURES (64 * FH_WGS * FH_TPW)
+#define FH_THREADS (128 * FH_WGS)
+#define FH_XTHREADS 256
+#define FH_WROWS (FH_THREADS / (FH_KC / 16))  // weight rows a round of 16-byte copies covers
+#define FH_XRAW (FH_FEATURES * FH_KC)
 #define FH_XB (FH_XRAW + FG_ROWS * FH_KC * 2)
 #define FH_STAGE_BYTES (FH_XB + FG_ROWS * FH_KC * 2)
-#define FH_WPIECES (FG_FEATURES * FH_KC / 16 / 256)
-#define FH_XPIECES (FG_ROWS * FH_KC / 8 / 256)
+#define FH_WPIECES (FH_FEATURES * FH_KC / 16 / FH_THREADS)
+#define FH_XPIECES (FG_ROWS * FH_KC / 8 / FH_XTHREADS)
 #define FH_STEPS (FH_KC / 16)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-static_assert(FG_TILES == 2 && FG_FEATURES == 256 && FG_ROWS == 64 && FG_WARPS == 8,
+static_assert(FG_ROWS == 64 && FH_FEATURES * FH_KC % (16 * FH_THREADS) == 0 &&
+                  FH_THREADS >= FH_XTHREADS,
               "the wgmma tiling");
 
 // A thread's share of every chunk's copies: 16-byte pieces of weight rows wr + 32 j (bytes
@@ -61,22 +81,26 @@ __device__ __forceinline__ void fh_stage(unsigned char* st, const FhCopies& cp, 
     const bf16* x = cp.x + k0;
     unsigned char* wd = st + cp.wr * FH_KC + (cp.kw ^ fh_wswz(cp.wr));
     unsigned char* xd = st + FH_XRAW + (cp.xr * FH_KC + cp.kx) * 2;
+    const bool copies_x = FH_THREADS == FH_XTHREADS || threadIdx.x < FH_XTHREADS;
     if (cp.full && k0 + FH_KC <= K) {
 #pragma unroll
-        for (int j = 0; j < FH_WPIECES; j++, w += 32 * (size_t)K) cp_async16(wd + j * 32 * FH_KC, w);
+        for (int j = 0; j < FH_WPIECES; j++, w += FH_WROWS * (size_t)K)
+            cp_async16(wd + j * FH_WROWS * FH_KC, w);
+        if (copies_x)
 #pragma unroll
-        for (int j = 0; j < FH_XPIECES; j++, x += 16 * (size_t)K)
-            cp_async16(xd + j * 16 * FH_KC * 2, x);
+            for (int j = 0; j < FH_XPIECES; j++, x += 16 * (size_t)K)
+                cp_async16(xd + j * 16 * FH_KC * 2, x);
         return;
     }
     const bool wk = k0 + cp.kw < K, xk = k0 + cp.kx < K;
 #pragma unroll
-    for (int j = 0; j < FH_WPIECES; j++, w += 32 * (size_t)K) {
+    for (int j = 0; j < FH_WPIECES; j++, w += FH_WROWS * (size_t)K) {
         if (wk && (cp.w_live >> j & 1))
-            cp_async16(wd + j * 32 * FH_KC, w);
+            cp_async16(wd + j * FH_WROWS * FH_KC, w);
         else
-            *reinterpret_cast<uint4*>(wd + j * 32 * FH_KC) = uint4{};
+            *reinterpret_cast<uint4*>(wd + j * FH_WROWS * FH_KC) = uint4{};
     }
+    if (!copies_x) return;
 #pragma unroll
     for (int j = 0; j < FH_XPIECES; j++, x += 16 * (size_t)K) {
         if (xk && (cp.x_live >> j & 1))
@@ -89,6 +113,7 @@ __device__ __forceinline__ void fh_stage(unsigned char* st, const FhCopies& cp, 
 // The thread's activation pieces of stage st (complete) as f16 times 2^-FG_XSHIFT into the
 // stage's B operand, in logical k order.
 __device__ __forceinline__ void fh_x_to_b(unsigned char* st, const FhCopies& b) {
+    if (FH_THREADS != FH_XTHREADS && threadIdx.x >= FH_XTHREADS) return;
     const __nv_bfloat162 down = __floats2bfloat162_rn(0x1p-4f, 0x1p-4f);
     static_assert(FG_XSHIFT == 4, "down is 2^-FG_XSHIFT");
     const int u = b.kx >> 5, q = (b.kx >> 3) & 3;
@@ -130,10 +155,10 @@ __device__ __forceinline__ void fh_hold(uint32_t (&a)[4]) {
 }
 
 // Every accumulator and A fragment of the main loop, held.
-__device__ __forceinline__ void fh_hold_all(float (&acc)[FG_TILES][FG_NT][4],
-                                            uint32_t (&a)[FH_STEPS][FG_TILES][4]) {
+__device__ __forceinline__ void fh_hold_all(float (&acc)[FH_TPW][FG_NT][4],
+                                            uint32_t (&a)[FH_STEPS][FH_TPW][4]) {
 #pragma unroll
-    for (int t = 0; t < FG_TILES; t++) {
+    for (int t = 0; t < FH_TPW; t++) {
         fh_hold(acc[t]);
 #pragma unroll
         for (int s = 0; s < FH_STEPS; s++) fh_hold(a[s][t]);
@@ -183,7 +208,7 @@ __device__ __forceinline__ void fh_mma<8>(float (&d)[FG_NT][4], const uint32_t (
 // are not written): the sums, unscaled, in acc (acc[t][nt][e]: feature 128 wg + 64 t + 16 w +
 // g + 8 (e / 2), row 8 nt + 2 q + e % 2: gemm_fp8's with tiles 64 features apart).
 template <int NT>
-__device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], const FhCopies& cp,
+__device__ __forceinline__ void fh_mainloop(float (&acc)[FH_TPW][FG_NT][4], const FhCopies& cp,
                                             int K, int c_begin, int n) {
     extern __shared__ __align__(128) unsigned char fh_smem[];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
@@ -193,9 +218,9 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
     }
     // The thread's two weight rows of tile 0 (tile 1's are 64 rows on; r % 4 is the same),
     // bytes 8 q .. of each 32.
-    const int r0 = 128 * (threadIdx.x >> 7) + 16 * ((threadIdx.x >> 5) & 3) + g;
+    const int r0 = 64 * FH_TPW * (threadIdx.x >> 7) + 16 * ((threadIdx.x >> 5) & 3) + g;
     const int a0 = r0 * FH_KC + 8 * q, a1 = a0 + 8 * FH_KC, swz = fh_wswz(r0);
-    uint32_t a[FH_STEPS][FG_TILES][4];  // [k16 step][tile]
+    uint32_t a[FH_STEPS][FH_TPW][4];  // [k16 step][tile]
     int cur = 0;
     for (int i = 0; i < n; i++) {
         unsigned char* st = fh_smem + cur * FH_STAGE_BYTES;
@@ -214,7 +239,7 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
 #pragma unroll
         for (int u = 0; u < FH_KC / 32; u++)
 #pragma unroll
-            for (int t = 0; t < FG_TILES; t++) {
+            for (int t = 0; t < FH_TPW; t++) {
                 const int o = 64 * t * FH_KC + (32 * u ^ swz);
                 const uint4 lo = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(st + a0 + o));
                 const uint4 hi = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(st + a1 + o));
@@ -227,7 +252,7 @@ __device__ __forceinline__ void fh_mainloop(float (&acc)[FG_TILES][FG_NT][4], co
 #pragma unroll
         for (int s = 0; s < FH_STEPS; s++)
 #pragma unroll
-            for (int t = 0; t < FG_TILES; t++)
+            for (int t = 0; t < FH_TPW; t++)
                 // Step s's two core columns start 2 s columns in (the address field counts 16
                 // bytes).
                 fh_mma<NT>(acc[t], a[s][t], b0 + ((2 * s * (FG_ROWS / 8) * 128) >> 4));
@@ -271,21 +296,21 @@ __device__ __forceinline__ float4 fh_remote4(uint32_t a, unsigned rank) {
 
 // Floats a row of a block's sums in shared memory: 260 puts rows 2 q apart (a warp's stores)
 // on banks 8 q apart.
-#define FH_TSTRIDE 260
+#define FH_TSTRIDE (FH_FEATURES + 4)
 
 // The cluster's blocks (the K parts of one tile, rank = part) each put their sums in shared
 // memory as [row][feature]; then block `rank` adds rows rank, rank + parts, .. over the parts
 // in part order (as gemm_fp8_reduce does, so the same values) and writes them as mode says.
-__device__ __forceinline__ void fh_cluster_write(const float (&acc)[FG_TILES][FG_NT][4], void* y,
+__device__ __forceinline__ void fh_cluster_write(const float (&acc)[FH_TPW][FG_NT][4], void* y,
                                                  const float* __restrict__ scale, int fb,
                                                  int row0, int live, int N, int mode) {
     extern __shared__ __align__(128) unsigned char fh_smem[];
     float* tile = reinterpret_cast<float*>(fh_smem);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int f0 = 128 * (warp >> 2) + 16 * (warp & 3) + g;
+    const int f0 = 64 * FH_TPW * (warp >> 2) + 16 * (warp & 3) + g;
     __syncthreads();  // every warpgroup's products have read their last stage
 #pragma unroll
-    for (int t = 0; t < FG_TILES; t++)
+    for (int t = 0; t < FH_TPW; t++)
 #pragma unroll
         for (int nt = 0; nt < FG_NT; nt++)
 #pragma unroll
@@ -297,8 +322,8 @@ __device__ __forceinline__ void fh_cluster_write(const float (&acc)[FG_TILES][FG
     const unsigned parts = fh_cluster_blocks(), rank = fh_cluster_rank();
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
     const int mine = (live - (int)rank + (int)parts - 1) / (int)parts;
-    for (int i = threadIdx.x; i < mine * (FG_FEATURES / 4); i += blockDim.x) {
-        const int r = rank + parts * (i / (FG_FEATURES / 4)), f = 4 * (i % (FG_FEATURES / 4));
+    for (int i = threadIdx.x; i < mine * (FH_FEATURES / 4); i += blockDim.x) {
+        const int r = rank + parts * (i / (FH_FEATURES / 4)), f = 4 * (i % (FH_FEATURES / 4));
         const uint32_t a = base + (r * FH_TSTRIDE + f) * 4;
         float4 v = fh_remote4(a, 0);
         for (unsigned p = 1; p < parts; p++) {
@@ -319,12 +344,12 @@ __device__ __forceinline__ void fh_cluster_write(const float (&acc)[FG_TILES][FG
 }
 #endif
 
-// gemm_fp8's contract (mode, parts, grid (ceil(M / FG_ROWS), ceil(N / FG_FEATURES), parts),
-// FG_WARPS warps) without its stages: chunks of FH_KC values, FH_STAGES * FH_STAGE_BYTES of
+// gemm_fp8's contract (mode, parts) over grid (ceil(M / FG_ROWS), ceil(N / FH_FEATURES),
+// parts), FH_THREADS threads, without its stages: chunks of FH_KC values, FH_STAGES * FH_STAGE_BYTES of
 // dynamic shared memory. Launched in clusters of gridDim.z blocks along z (at most 8), as the
 // engine does, the parts are added inside each cluster and `parts` is not touched; otherwise
 // they go to `parts` for gemm_fp8_reduce. sm_90a only: elsewhere it does nothing.
-extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
+extern "C" __global__ void __launch_bounds__(FH_THREADS, 1)
     gemm_fp8_wg(const uint8_t* __restrict__ w, const float* __restrict__ scale,
                 const bf16* __restrict__ x, void* __restrict__ y, float* __restrict__ parts,
                 int M, int N, int K, int chunks_per_split, int mode) {
@@ -332,7 +357,7 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int warp = threadIdx.x >> 5;
     const int row0 = blockIdx.x * FG_ROWS, live = min(M - row0, FG_ROWS);
-    const int fb = blockIdx.y * FG_FEATURES;
+    const int fb = blockIdx.y * FH_FEATURES;
     const int chunks = (K + FH_KC - 1) / FH_KC;
     const int c_begin = blockIdx.z * chunks_per_split;
     const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
@@ -345,11 +370,11 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
     cp.x = x + (size_t)(row0 + cp.xr) * K + cp.kx;
     cp.w_live = cp.x_live = 0;
 #pragma unroll
-    for (int j = 0; j < FH_WPIECES; j++) cp.w_live |= (fb + cp.wr + j * 32 < N) << j;
+    for (int j = 0; j < FH_WPIECES; j++) cp.w_live |= (fb + cp.wr + j * FH_WROWS < N) << j;
 #pragma unroll
     for (int j = 0; j < FH_XPIECES; j++) cp.x_live |= (row0 + cp.xr + j * 16 < M) << j;
-    cp.full = fb + FG_FEATURES <= N && row0 + FG_ROWS <= M;
-    float acc[FG_TILES][FG_NT][4] = {};
+    cp.full = fb + FH_FEATURES <= N && row0 + FG_ROWS <= M;
+    float acc[FH_TPW][FG_NT][4] = {};
     if (live <= 16)
         fh_mainloop<2>(acc, cp, K, c_begin, n);
     else if (live <= 32)
@@ -357,7 +382,7 @@ extern "C" __global__ void __launch_bounds__(FG_WARPS * 32, 1)
     else
         fh_mainloop<8>(acc, cp, K, c_begin, n);
     // Warp w's tiles: features 128 (w / 4) + 16 (w % 4) + 64 t.
-    const int f0 = fb + 128 * (warp >> 2) + 16 * (warp & 3);
+    const int f0 = fb + 64 * FH_TPW * (warp >> 2) + 16 * (warp & 3);
     if (fh_cluster_blocks() > 1)
         fh_cluster_write(acc, y, scale, fb, row0, live, N, mode);
     else if (gridDim.z > 1)

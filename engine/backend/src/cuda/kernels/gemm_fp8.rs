@@ -22,10 +22,13 @@ pub(super) const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 
 /// for two blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
 const MAX_STAGES: usize = 3;
 const MAX_BLOCKS_PER_SM: usize = 2;
-/// gemm_fp8_wg's chunk (FH_KC in cu/gemm_fp8_wg.cu) and shared memory (FH_STAGES stages of
-/// FH_STAGE_BYTES: weights, activations as copied, activations as f16): one block an SM.
+/// gemm_fp8_wg's tile (FH_FEATURES) and threads (FH_THREADS), chunk (FH_KC in
+/// cu/gemm_fp8_wg.cu) and shared memory (FH_STAGES stages of FH_STAGE_BYTES: weights,
+/// activations as copied, activations as f16): one block an SM.
+const WG_FEATURES: usize = 192;
+const WG_THREADS: u32 = 384;
 const WG_CHUNK: usize = 128;
-pub(super) const WG_SMEM_BYTES: usize = 3 * (FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
+pub(super) const WG_SMEM_BYTES: usize = 3 * (WG_FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
 /// What a gemm_fp8_wg block's pipeline ramp costs, in chunks, for its K split.
 const WG_RAMP_CHUNKS: usize = 1;
 /// gemm_fp8_wg's K parts of a tile at most: one cluster, whose blocks add their sums through
@@ -113,10 +116,10 @@ fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
 /// block's chunks plus WG_RAMP_CHUNKS for its pipeline's ramp), the fewest parts of those.
 /// Partial sums written to memory and added by another launch cost as many bytes again as a
 /// third of the weights at 64 rows, so K is split only as far as one cluster goes: Qwen3-8B's
-/// gate/up runs whole (96 blocks, one wave) in 54 us at 64 rows on an H100, against 73 us in 4
-/// parts with gemm_fp8_reduce.
+/// gate/up runs whole (128 blocks, one wave) in 47 us at 64 rows on an H100, against 73 us in
+/// 4 parts of 256-feature tiles with gemm_fp8_reduce.
 fn split_clusters(n: usize, k: usize, slots: &ClusterSlots) -> (usize, usize) {
-    let tiles = n.div_ceil(FEATURES);
+    let tiles = n.div_ceil(WG_FEATURES);
     let chunks = k.div_ceil(WG_CHUNK);
     (1..=chunks.min(MAX_CLUSTER))
         .map(|p| {
@@ -146,7 +149,7 @@ pub(super) fn cluster_slots(
             gridDimX: 1,
             gridDimY: 1,
             gridDimZ: p as u32,
-            blockDimX: THREADS,
+            blockDimX: WG_THREADS,
             blockDimY: 1,
             blockDimZ: 1,
             sharedMemBytes: WG_SMEM_BYTES as u32,
@@ -222,7 +225,11 @@ impl Kernels {
             "gemm_fp8 takes 1..={FP8_GEMM_MAX_ROWS} rows and K % 16 == 0 (got {m} x {k})"
         );
         let (split, per_part) = self.fp8_split(n, k);
-        let grid = (m.div_ceil(ROWS), n.div_ceil(FEATURES));
+        let features = match kernel {
+            Fp8Gemm::Wgmma => WG_FEATURES,
+            Fp8Gemm::MmaSync { .. } => FEATURES,
+        };
+        let grid = (m.div_ceil(ROWS), n.div_ceil(features));
         let mode = match mode {
             Out::F32 => 0i32,
             Out::Bf16 => 1,
@@ -237,7 +244,7 @@ impl Kernels {
                 }
                 let cfg = LaunchConfig {
                     grid_dim,
-                    block_dim: (THREADS, 1, 1),
+                    block_dim: (WG_THREADS, 1, 1),
                     shared_mem_bytes: WG_SMEM_BYTES as u32,
                 };
                 let mut b = self.launcher(&self.gemm_fp8_wg)?;
@@ -319,7 +326,7 @@ mod tests {
         assert_eq!(choose((9, 0), optin, per_sm, "", None), wgmma);
         assert_eq!(choose((9, 0), optin, per_sm, "mma", None), mma3);
         assert_eq!(choose((9, 0), optin, per_sm, "dequant", None), (None, 1));
-        // Too little shared memory for its three 64 KiB stages: gemm_fp8.
+        // Too little shared memory for its three 56 KiB stages: gemm_fp8.
         assert_eq!(choose((9, 0), 160 << 10, per_sm, "", None), mma3);
         // An Ada card (99 KiB a block, 100 KiB an SM): gemm_fp8 in two stages, one block an SM.
         let ada = (Some(Fp8Gemm::MmaSync { stages: 2 }), 1);
@@ -347,13 +354,13 @@ mod tests {
                 }
             }
         }
-        // Qwen3-8B: Q/K/V's 24 tiles in clusters of 4 (30 fit: one wave of 8 chunks), o's 16 in
-        // clusters of 6 (17 fit; 15 of 8 would take two waves), gate/up whole (96 tiles, one
-        // wave), down's 16 in clusters of 6 (16 chunks each).
-        assert_eq!(split_clusters(6144, 4096, &h100), (4, 8));
-        assert_eq!(split_clusters(4096, 4096, &h100), (6, 6));
+        // Qwen3-8B in 192-feature tiles: Q/K/V's 32 in clusters of 3 (39 fit; 30 of 4 would
+        // take two waves), o's 22 in clusters of 5 (22 fit: one wave of 7 chunks), gate/up whole
+        // (128 tiles, one wave), down's 22 in clusters of 5 (20 chunks each).
+        assert_eq!(split_clusters(6144, 4096, &h100), (3, 11));
+        assert_eq!(split_clusters(4096, 4096, &h100), (5, 7));
         assert_eq!(split_clusters(24576, 4096, &h100), (1, 32));
-        assert_eq!(split_clusters(4096, 12288, &h100), (6, 16));
+        assert_eq!(split_clusters(4096, 12288, &h100), (5, 20));
         // No clusters: K whole.
         assert_eq!(split_clusters(4096, 4096, &only_blocks), (1, 32));
     }
