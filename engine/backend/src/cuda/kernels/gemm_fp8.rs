@@ -142,7 +142,7 @@ pub(super) fn cluster_slots(
     blocks: usize,
 ) -> ClusterSlots {
     let mut slots = [0; MAX_CLUSTER + 1];
-    slots[1] = blocks;
+    slots[1] = blocks.max(1);
     for (p, slot) in slots.iter_mut().enumerate().skip(2) {
         let mut attr = cluster_attribute(p as u32);
         let config = sys::CUlaunchConfig {
