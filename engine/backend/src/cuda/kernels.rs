@@ -384,21 +384,7 @@ impl Kernels {
                 )?;
             }
         }
-        match k.fp8_gemm {
-            Some(gemm_fp8::Fp8Gemm::MmaSync { stages }) => k.gemm_fp8.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                (stages * gemm_fp8::STAGE_BYTES) as i32,
-            )?,
-            Some(gemm_fp8::Fp8Gemm::Wgmma) => {
-                k.gemm_fp8_wg.set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    gemm_fp8::WG_SMEM_BYTES as i32,
-                )?;
-                k.fp8_clusters =
-                    gemm_fp8::cluster_slots(&k.gemm_fp8_wg, &k.stream, k.gemm_fp8_blocks);
-            }
-            None => {}
-        }
+        k.prepare_fp8_gemm()?;
         for (c, fp8) in [false, true].into_iter().enumerate() {
             for (w, wide) in [false, true].into_iter().enumerate() {
                 k.mla_tc[c][w].set_attribute(

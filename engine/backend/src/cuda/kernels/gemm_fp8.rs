@@ -17,7 +17,7 @@ const FEATURES: usize = 256;
 const THREADS: u32 = 256;
 /// gemm_fp8's chunk (FG_KC) and the shared memory of one pipeline stage (FG_STAGE_BYTES).
 const CHUNK: usize = 64;
-pub(super) const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 32) * 2;
+const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 32) * 2;
 /// gemm_fp8's pipeline stages at most (chunks in flight + the one multiplied): three leave room
 /// for two blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
 const MAX_STAGES: usize = 3;
@@ -28,7 +28,7 @@ const MAX_BLOCKS_PER_SM: usize = 2;
 const WG_FEATURES: usize = 192;
 const WG_THREADS: u32 = 384;
 const WG_CHUNK: usize = 128;
-pub(super) const WG_SMEM_BYTES: usize = 3 * (WG_FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
+const WG_SMEM_BYTES: usize = 3 * (WG_FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
 /// What a gemm_fp8_wg block's pipeline ramp costs, in chunks, for its K split.
 const WG_RAMP_CHUNKS: usize = 1;
 /// gemm_fp8_wg's K parts of a tile at most: one cluster, whose blocks add their sums through
@@ -169,6 +169,24 @@ pub(super) fn cluster_slots(
 }
 
 impl Kernels {
+    /// Sets the chosen fp8 GEMM's shared memory limit and, for gemm_fp8_wg, measures how many
+    /// clusters of each size it runs at once (at load, before any launch).
+    pub(super) fn prepare_fp8_gemm(&mut self) -> Result<(), BackendError> {
+        use cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as SMEM;
+        match self.fp8_gemm {
+            Some(Fp8Gemm::MmaSync { stages }) => self
+                .gemm_fp8
+                .set_attribute(SMEM, (stages * STAGE_BYTES) as i32)?,
+            Some(Fp8Gemm::Wgmma) => {
+                self.gemm_fp8_wg.set_attribute(SMEM, WG_SMEM_BYTES as i32)?;
+                self.fp8_clusters =
+                    cluster_slots(&self.gemm_fp8_wg, &self.stream, self.gemm_fp8_blocks);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
     /// The kernel fp8 matrices past the GEMV rows take, for the startup log.
     pub fn fp8_gemm_kernel(&self) -> String {
         match self.fp8_gemm {
