@@ -27,7 +27,7 @@
 #   ncu      Nsight Compute speed-of-light of the batch-1 decode kernels
 #   serve    serving bench at concurrency 1/8/32/64 (1000-token prompts, 1000 outputs), cold start;
 #            once per KV cache type in HEARTH_SERVE_KV (e.g. "auto fp8"); HEARTH_SERVE_QUANT=fp8
-#            loads the weights as fp8
+#            loads the weights as fp8; HEARTH_SERVE_ENGINES="new old" runs each build in turn
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
 #   gemvk    the decode GEMV kernels alone: gemv.cu vs the tensor-core experiment, 1 and 8 rows,
 #            Qwen3-8B and GLM-4.7-Flash shapes (tests/device/gemv_bench.cu; needs only nvcc there)
@@ -49,7 +49,8 @@
 #            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
 #            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
 #            one command, on the Qwen3-8B shape, with AB_ARGS added to the bench's arguments
-#            (e.g. "--quantization fp8"); a setting with HEARTH_BIN=old runs the engine packed as
+#            (e.g. "--quantization fp8"), AB_KV=fp8 for an fp8 KV cache; a setting with
+#            HEARTH_BIN=old runs the engine packed as
 #            devbin/hearth-engine-old (pack.sh with OLD_ENGINE=path), for an A/B of two builds
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
 #            tiny dense fixtures (ring_decode), the tiny HF fixtures through it, memcheck, the
@@ -61,6 +62,12 @@
 #            (pack.sh ring_decode)
 #   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_wg (on
 #            wgmma) and the wgmma W8A8 experiment, Qwen3-8B shapes (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
+#   dattn    decode attention alone (attn_decode_tc + merge, Qwen3-8B heads, bf16 and fp8, 1-128
+#            rows) with each of its compile-time settings in DATTN_VARIANTS ("NAME:-DX=1 -DY=2;
+#            NAME:-I dir" with another attention_decode_tc.cu in dir; default the kernel as it
+#            is), in rounds (DATTN_ROUNDS, default 2), in one
+#            command (tests/device/decode_attn_bench.cu; needs only nvcc there); DATTN_NCU=1 adds
+#            Nsight Compute on the first variant (64 rows, fp8) and its top stalls by instruction
 #   readpat  how fast gemm_fp8's block tiling can read a weight matrix with no products, row-major
 #            against tiled (tests/device/read_pattern_bench.cu; needs only nvcc there)
 #   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
@@ -78,7 +85,6 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=/tmp/hearth-bin
 mkdir -p "$B"
 for f in devbin/*.xz; do
-    [ -e devbin/hearth-engine.xz ] || break
     [ -e "$f" ] && xz -dc "$f" > "$B/$(basename "$f" .xz)" && chmod +x "$B/$(basename "$f" .xz)"
 done
 # Test binaries find fixtures through the absolute path they were built at.
@@ -189,12 +195,18 @@ abenv)
     ;;
 serveenv)
     make_models q8b
+    # AB_KV=fp8: the model through a spec with an fp8 KV cache.
+    src=(--model /tmp/q8b)
+    if [ -n "${AB_KV:-}" ]; then
+        printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: %s, max_model_len: 4096, max_num_seqs: 64}\n' "$AB_KV" > /tmp/q8b-kv.yaml
+        src=(--spec /tmp/q8b-kv.yaml)
+    fi
     for i in $(seq "${AB_ROUNDS:-2}"); do
         for v in ${AB_ENVS:?serveenv: set AB_ENVS}; do
             # shellcheck disable=SC2046,SC2086 # the settings and AB_ARGS split into arguments
             bin="$E"
             [[ "$v" == *HEARTH_BIN=old* ]] && bin="$B/hearth-engine-old"
-            t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$bin" bench --model /tmp/q8b \
+            t "serveenv_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$bin" bench "${src[@]}" \
                 --concurrency "${AB_CONCURRENCY:-16,32,64}" --serve-prompt 1000 --serve-gen "${AB_GEN:-500}" ${AB_ARGS:-}
         done
     done
@@ -298,7 +310,12 @@ ncu)
     grep -E "^  [a-z_0-9]+|DRAM Throughput|Duration|Compute \(SM\) Throughput" "$OUT/ncu_tg.txt" | head -120 > "$OUT/ncu_summary.txt"
     ;;
 serve)
-    # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16).
+    # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16) and engine build in
+    # HEARTH_SERVE_ENGINES (default "new"; "old" is devbin/hearth-engine-old, pack.sh's
+    # OLD_ENGINE).
+    for eng in ${HEARTH_SERVE_ENGINES:-new}; do
+    SE="$E"
+    [ "$eng" = old ] && SE="$B/hearth-engine-old"
     for kv in ${HEARTH_SERVE_KV:-auto}; do
     cat > /tmp/q8b-serve.yaml <<YAML
 name: qwen3-8b-random
@@ -307,11 +324,11 @@ served_model_name: qwen3-8b
 engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv${HEARTH_SERVE_QUANT:+, quantization: $HEARTH_SERVE_QUANT}}
 server: {host: 127.0.0.1, port: 8321}
 YAML
-    echo "== serve, kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
-    s=$(date +%s.%N); "$E" serve --spec /tmp/q8b-serve.yaml > "$OUT/serve_log_$kv.txt" 2>&1 & pid=$!
+    echo "== serve ($eng), kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
+    s=$(date +%s.%N); "$SE" serve --spec /tmp/q8b-serve.yaml > "$OUT/serve_log_${eng}_$kv.txt" 2>&1 & pid=$!
     until curl -sf localhost:8321/ready > /dev/null; do sleep 0.1; kill -0 $pid 2>/dev/null || break; done
     echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
-    grep -i "phase" "$OUT/serve_log_$kv.txt" | tee -a "$OUT/summary.txt"
+    grep -i "phase" "$OUT/serve_log_${eng}_$kv.txt" | tee -a "$OUT/summary.txt"
     curl -s localhost:8321/v1/completions -H 'content-type: application/json' -d '{"model":"qwen3-8b","prompt":"The capital of France is","max_tokens":8}' | tee -a "$OUT/summary.txt"
     # Sampled on the GPU (temperature, top-p): the same seed gives the same text.
     for i in 1 2; do
@@ -320,10 +337,11 @@ YAML
     # The HTTP load generator (hearth bench): one wave of requests per level, 1000-token
     # prompts, 1000 output tokens.
     for c in ${HEARTH_BENCH_LEVELS:-1 8 32 64}; do
-        t "http_${kv}_c$c" "$B/hearth" bench --url http://127.0.0.1:8321 --concurrency $c --requests $((c > 1 ? c : 2)) --input-len 1000 --output-len 1000 --out "$OUT/http_${kv}_c$c"
-        grep "^|" "$OUT/http_${kv}_c$c/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
+        t "http_${eng}_${kv}_c$c" "$B/hearth" bench --url http://127.0.0.1:8321 --concurrency $c --requests $((c > 1 ? c : 2)) --input-len 1000 --output-len 1000 --out "$OUT/http_${eng}_${kv}_c$c"
+        grep "^|" "$OUT/http_${eng}_${kv}_c$c/bench.md" | tail -1 | tee -a "$OUT/summary.txt"
     done
     kill $pid; wait $pid
+    done
     done
     ;;
 smollm2)
@@ -348,6 +366,25 @@ gemvk)
 fp8k)
     t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu
     t fp8k timeout 300 /tmp/fp8_gemm_bench
+    ;;
+dattn)
+    IFS=';' read -ra DV <<< "${DATTN_VARIANTS:-base:}"
+    for v in "${DV[@]}"; do
+        # shellcheck disable=SC2086
+        /usr/local/cuda/bin/nvcc -O3 -lineinfo -std=c++17 -gencode arch=compute_90a,code=sm_90a ${v#*:} -I engine/kernels/cu -o "/tmp/dattn_${v%%:*}" tests/device/decode_attn_bench.cu > "$OUT/dattn_build_${v%%:*}.txt" 2>&1 &
+    done
+    wait
+    for r in $(seq "${DATTN_ROUNDS:-2}"); do
+        for v in "${DV[@]}"; do t "dattn_${v%%:*}_$r" timeout 200 "/tmp/dattn_${v%%:*}"; done
+    done
+    # DATTN_NCU=1: Nsight Compute on the first variant's fp8 launch at 64 rows x 1,536 keys.
+    if [ -n "${DATTN_NCU:-}" ]; then
+        v=${DV[0]%%:*}
+        k=(-k regex:attn_decode_tc_fp8_128 --launch-skip 5 --launch-count 1)
+        t dattn_ncu ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy "${k[@]}" "/tmp/dattn_$v"
+        ncu "${k[@]}" --section SourceCounters --page source --print-source sass --csv "/tmp/dattn_$v" > "$OUT/dattn_ncu_source.csv" 2>&1
+        t dattn_stalls python3 tests/device/ncu_top_stalls.py "$OUT/dattn_ncu_source.csv" 40
+    fi
     ;;
 readpat)
     t readpat_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/read_pattern_bench tests/device/read_pattern_bench.cu

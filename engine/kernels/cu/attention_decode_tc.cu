@@ -1,15 +1,20 @@
 // Paged attention for decode rows and short prefill chunks on the tensor cores: one block per
-// (query row, KV head, split of the row's keys). The G query heads that share the KV head (GQA,
-// G <= 16) are the rows of one m16 tile, so every key is read once for all of them; K and V
-// tiles of 16 keys are copied from the paged cache into shared memory with cp.async, two tiles
-// per warp in flight, and S = Q K^T and O += P V run as mma.sync with f32 accumulators. The four
+// (query row, KV head, split of the row's keys). The products run transposed, keys and dims as
+// the m16 side: S^T = K Q^T and O^T += V^T P^T, the G query heads that share the KV head (GQA)
+// as the n8 side (one tile for G <= 8, two for G <= 16), so every key is read once for all of
+// them and a lane keeps O^T's 16 dims x 8 heads a tile in 4 registers (32 for head_dim 128,
+// half of what heads as the m16 side took; the registers set how many blocks share an SM). K
+// and V tiles of 16 keys are copied from the paged cache into shared memory with cp.async, one
+// tile per warp in flight while it works on another, and run through mma.sync with f32
+// accumulators; P^T goes from S^T's accumulators to O^T's B fragments by movmatrix. The four
 // warps of a block take every fourth tile of the split, each with its own online softmax, and
 // are merged at the end; rows with several splits are merged by attn_decode_merge.
 //
 // bf16 caches use bf16 mma (Q and P rounded to bf16, as the prefill kernel). fp8 e4m3 caches use
-// f16 mma (Q and P in f16): K is widened to f16 exactly in registers, each lane reading 8
-// consecutive bytes of a key (dims 32p + 8t ..) for two mmas, with Q's fragments taken in the
-// same permutation of the dims; V is widened into shared memory for ldmatrix's transpose.
+// f16 mma (Q and P in f16), the raw bytes read by ldmatrix and widened exactly in registers:
+// a K row's 4 bytes a lane are dims 4 tg .. 4 tg + 3 of a 16-dim chunk (Q's fragments take the
+// dims in that order); V, transposed as 16-bit pairs, gives a lane two keys of two dims, which
+// byte permutes regroup by dim (the A fragment's rows g and g + 8 are dims 2 g and 2 g + 1).
 //
 // The split count depends only on the row's own number of visible keys, the warps' share of the
 // keys is fixed, and every reduction runs in a fixed order: a row's numerics do not depend on
@@ -21,25 +26,45 @@
 
 #define DTC_WARPS 4
 #define DTC_BK 16            // keys per warp tile
-#define DTC_SPLIT_MIN 128    // keys per split at least
+#ifndef DTC_SPLIT_MIN
+#define DTC_SPLIT_MIN 384    // keys per split at least
+#endif
+// DTC_STAGES, DTC_SPLIT_MIN and DTC_MIN_BLOCKS are settings for tests/device/decode_attn_bench.cu
+// to vary; the launcher (kernels/attention.rs) assumes these values.
+#ifndef DTC_STAGES
+#define DTC_STAGES 2         // a warp's tiles in shared memory: one in use, the rest in flight
+#endif
+#ifndef DTC_MIN_BLOCKS
+#define DTC_MIN_BLOCKS 5     // blocks an SM at least (groups of up to 8): 96 registers a thread
+#endif
 #define DTC_MAX_GROUP 16     // query heads per KV head
+// Launch bounds for NQ tiles of query heads: blocks an SM at least (two tiles take more
+// registers).
+#define DTC_BOUNDS(NQ) __launch_bounds__(DTC_WARPS * 32, (NQ) == 1 ? DTC_MIN_BLOCKS : 3)
 
-// Per-warp shared memory: two stages of K and V tiles as the cache stores them (bf16 tiles with
-// padded rows, read by ldmatrix directly; fp8 tiles raw, rows padded by 32 bytes so that a half
-// warp's 8-byte reads of rows g = 0..3 hit a quarter of the banks each), plus for fp8 one
-// widened f16 V tile.
+// Per-warp shared memory: DTC_STAGES stages of K and V tiles as the cache stores them, rows
+// padded by 16 bytes so that ldmatrix's 8 rows of 16 bytes hit every bank once.
 template <int HD, typename T>
 struct DtcSmem {
     static constexpr int ROW = HD + 8;  // 16-bit elements per padded tile row
-    static constexpr int RAW_ROW = HD + 32;  // bytes per fp8 tile row
+    static constexpr int RAW_ROW = HD + 16;  // bytes per fp8 tile row
     static constexpr bool FP8 = std::is_same<T, fp8>::value;
     static constexpr int STAGE_BYTES = FP8 ? 2 * DTC_BK * RAW_ROW : 2 * DTC_BK * ROW * 2;
-    static constexpr int WIDE_BYTES = FP8 ? DTC_BK * ROW * 2 : 0;
-    static constexpr int WARP_BYTES = 2 * STAGE_BYTES + WIDE_BYTES;
+    static constexpr int WARP_BYTES = DTC_STAGES * STAGE_BYTES;
     static constexpr int MERGE_BYTES = DTC_WARPS * 16 * (HD + 2) * 4;
     static constexpr int BYTES =
         DTC_WARPS * WARP_BYTES > MERGE_BYTES ? DTC_WARPS * WARP_BYTES : MERGE_BYTES;
 };
+
+// The cache slot of a row's key `key`: the spec's block sizes (8-128) are powers of two, a shift
+// and a mask (a division costs ~20 instructions a copy); any other by division.
+__device__ __forceinline__ size_t dtc_slot(const uint32_t* table, int key, int block_size) {
+    if ((block_size & (block_size - 1)) == 0) {
+        const int sh = __ffs(block_size) - 1;
+        return ((size_t)table[key >> sh] << sh) + (key & (block_size - 1));
+    }
+    return (size_t)table[key / block_size] * block_size + key % block_size;
+}
 
 // Copies keys k0 .. k0 + DTC_BK - 1 of one KV head into a stage (K rows then V rows); keys past
 // last repeat the last one (their scores are masked).
@@ -57,7 +82,7 @@ __device__ __forceinline__ void dtc_load(unsigned char* stage, const T* __restri
     for (int x = lane; x < DTC_BK * VECS; x += 32) {
         const int j = x / VECS, c = x % VECS;
         const int key = min(k0 + j, last);
-        const size_t slot = (size_t)table[key / block_size] * block_size + key % block_size;
+        const size_t slot = dtc_slot(table, key, block_size);
         const size_t at = slot * kv_dim + (size_t)kvh * HD + c * VEC;
         cp_async16(stage + j * DST_ROW + c * 16, kc + at);
         cp_async16(stage + (DTC_BK + j) * DST_ROW + c * 16, vc + at);
@@ -66,8 +91,9 @@ __device__ __forceinline__ void dtc_load(unsigned char* stage, const T* __restri
 
 // Where launch row i's split `split` reads: its token, visible keys, split count, key range
 // and tiles, and its block table.
+// `cached`: the row's keys cached before this step (the step writes the rest).
 struct DtcWork {
-    int t, keys, n_split, k_begin, k_end, n_tiles;
+    int t, keys, cached, n_split, k_begin, k_end, n_tiles;
     const uint32_t* table;
 };
 __device__ __forceinline__ DtcWork dtc_work(const uint32_t* __restrict__ rows,
@@ -79,6 +105,7 @@ __device__ __forceinline__ DtcWork dtc_work(const uint32_t* __restrict__ rows,
     w.t = rows[i];
     const uint32_t* info = seq_info + 4 * tok_seq[w.t];
     w.keys = dec_keys(w.t, info);
+    w.cached = (int)info[2] - (int)info[1];
     w.n_split = dec_splits(w.keys, DTC_SPLIT_MIN);
     const int per = (w.keys + w.n_split - 1) / w.n_split;
     w.k_begin = split * per;
@@ -88,24 +115,36 @@ __device__ __forceinline__ DtcWork dtc_work(const uint32_t* __restrict__ rows,
     return w;
 }
 
-// A warp's first tile of its split (tile `warp`), into its first stage, as one cp.async group.
+// A warp's first DTC_STAGES - 1 tiles of its split (tiles warp, warp + DTC_WARPS, ..), into
+// its first stages, a cp.async group each (empty past the split's tiles).
 template <int HD, typename T>
-__device__ __forceinline__ void dtc_first_tile(const DtcWork& w, unsigned char* dsm,
-                                               const T* __restrict__ kc,
-                                               const T* __restrict__ vc, int block_size,
-                                               int n_kv_heads, int kvh, int warp, int lane) {
-    dtc_load<HD, T>(dsm + warp * DtcSmem<HD, T>::WARP_BYTES, kc, vc, w.table,
-                    w.k_begin + warp * DTC_BK, w.k_end - 1, block_size,
-                    (size_t)n_kv_heads * HD, kvh, lane);
-    cp_async_commit();
+__device__ __forceinline__ void dtc_first_tiles(const DtcWork& w, unsigned char* dsm,
+                                                const T* __restrict__ kc,
+                                                const T* __restrict__ vc, int block_size,
+                                                int n_kv_heads, int kvh, int warp, int lane) {
+    using S = DtcSmem<HD, T>;
+#pragma unroll
+    for (int j = 0; j < DTC_STAGES - 1; j++) {
+        const int tile = warp + j * DTC_WARPS;
+        if (tile < w.n_tiles)
+            dtc_load<HD, T>(dsm + warp * S::WARP_BYTES + j * S::STAGE_BYTES, kc, vc, w.table,
+                            w.k_begin + tile * DTC_BK, w.k_end - 1, block_size,
+                            (size_t)n_kv_heads * HD, kvh, lane);
+        cp_async_commit();
+    }
 }
 
-// One block's work after each warp's first tile is on its way (dtc_first_tile, for warps with
+// The key past a warp's first tiles (dtc_first_tiles).
+__device__ __forceinline__ int dtc_first_tiles_end(const DtcWork& w, int warp) {
+    return min(w.k_begin + (warp + (DTC_STAGES - 2) * DTC_WARPS + 1) * DTC_BK, w.k_end);
+}
+
+// One block's work after each warp's first tiles are on their way (dtc_first_tiles, for warps with
 // a tile): launch row i, KV head kvh, split `split` of `w`, with `qg` the G query heads of the
 // KV group ([G][HD] floats, from global memory, or shared with Q_SMEM), run by the
 // DTC_WARPS * 32 threads numbered `tid` that `sync` (a barrier of exactly those threads) joins,
 // with `dsm` (S::BYTES) as their shared memory.
-template <int HD, typename T, bool Q_SMEM, class Sync>
+template <int HD, typename T, bool Q_SMEM, int NQ, class Sync>
 __device__ __forceinline__ void attn_decode_tc_core(
     const float* qg, const T* __restrict__ kc, const T* __restrict__ vc, float* __restrict__ out,
     float2* __restrict__ part_ml, float* __restrict__ part_acc, const DtcWork& w, int n_heads,
@@ -113,8 +152,7 @@ __device__ __forceinline__ void attn_decode_tc_core(
     unsigned char* dsm, Sync sync) {
     using S = DtcSmem<HD, T>;
     using Mma = MmaFor<T>;
-    constexpr int KC = HD / 16;  // k-chunks of Q K^T
-    constexpr int NT = HD / 8;   // n-tiles of O
+    constexpr int KC = HD / 16;  // k-chunks of S^T = K Q^T, m-tiles of O^T = V^T P^T
     const int t = w.t;
     const int G = n_heads / n_kv_heads, h0 = kvh * G;
     const int n_split = w.n_split;
@@ -127,162 +165,196 @@ __device__ __forceinline__ void attn_decode_tc_core(
     unsigned char* wsm = dsm + warp * S::WARP_BYTES;
     const int last = k_end - 1;
 
-    // Q fragments of the group's heads (rows g and g + 8 of the tile; rows >= G are zero),
-    // scaled by scale * log2(e) so the softmax uses exp2. For fp8 chunks c and c + 1 take the
-    // dims as the K fragments do: 16 c + 8 tg + {0, 1 | 2, 3} and {4, 5 | 6, 7}.
-    uint32_t qa[KC][4];
+    // B fragments of Q^T: n-tile n is the group's heads 8 n .. 8 n + 7 (heads >= G zero), lane
+    // (g, tg) holding head 8 n + g's dims of chunk c that K's A fragment pairs with them: bf16
+    // 16 c + 2 tg + {0, 1 | 8, 9}, fp8 16 c + 4 tg + {0, 1 | 2, 3} (the 4 bytes of a K row
+    // ldmatrix gives a lane). Scaled by scale * log2(e), so the softmax uses exp2.
+    uint32_t qb[NQ][KC][2];
     {
         const float qs = scale * 1.4426950408889634f;
-        const bool lo_ok = g < G, hi_ok = g + 8 < G;
-        const float* q_lo = qg + (lo_ok ? g : 0) * HD;
-        const float* q_hi = qg + (hi_ok ? g + 8 : 0) * HD;
         const auto ld = [](const float* p) {
             if constexpr (Q_SMEM) return *reinterpret_cast<const float2*>(p);
             else return __ldcg(reinterpret_cast<const float2*>(p));
         };
 #pragma unroll
-        for (int c = 0; c < KC; c++) {
-            const int d = S::FP8 ? 16 * (c & ~1) + 8 * tg + 4 * (c & 1) : 16 * c + 2 * tg;
-            const int d2 = d + (S::FP8 ? 2 : 8);
-            const float2 z = make_float2(0.f, 0.f);
-            const float2 a0 = lo_ok ? ld(q_lo + d) : z;
-            const float2 a1 = hi_ok ? ld(q_hi + d) : z;
-            const float2 a2 = lo_ok ? ld(q_lo + d2) : z;
-            const float2 a3 = hi_ok ? ld(q_hi + d2) : z;
-            qa[c][0] = Mma::pack(a0.x * qs, a0.y * qs);
-            qa[c][1] = Mma::pack(a1.x * qs, a1.y * qs);
-            qa[c][2] = Mma::pack(a2.x * qs, a2.y * qs);
-            qa[c][3] = Mma::pack(a3.x * qs, a3.y * qs);
+        for (int n = 0; n < NQ; n++) {
+            const bool ok = 8 * n + g < G;
+            const float* qh = qg + (ok ? 8 * n + g : 0) * HD;
+#pragma unroll
+            for (int c = 0; c < KC; c++) {
+                const int d = S::FP8 ? 16 * c + 4 * tg : 16 * c + 2 * tg;
+                const float2 z = make_float2(0.f, 0.f);
+                const float2 lo = ok ? ld(qh + d) : z;
+                const float2 hi = ok ? ld(qh + d + (S::FP8 ? 2 : 8)) : z;
+                qb[n][c][0] = Mma::pack(lo.x * qs, lo.y * qs);
+                qb[n][c][1] = Mma::pack(hi.x * qs, hi.y * qs);
+            }
         }
     }
 
-    float o[NT][4];
+    // O^T's accumulators: m-tile b, n-tile n holds rows g and g + 8 (dims) of heads 8 n + 2 tg
+    // and + 1. Row r of m-tile b is dim 16 b + r (bf16) or 16 b + 2 g + (r >= 8) (fp8: V is
+    // widened from byte pairs). m and l: the running max and sum of the lane's two heads.
+    float o[NQ][KC][4];
+    float m[NQ][2], l[NQ][2];
 #pragma unroll
-    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    for (int n = 0; n < NQ; n++) {
+#pragma unroll
+        for (int b = 0; b < KC; b++) o[n][b][0] = o[n][b][1] = o[n][b][2] = o[n][b][3] = 0.f;
+        m[n][0] = m[n][1] = -INFINITY;
+        l[n][0] = l[n][1] = 0.f;
+    }
 
-    for (int it = warp, st = 0; it < n_tiles; it += DTC_WARPS, st ^= 1) {
+    for (int it = warp, st = 0; it < n_tiles; it += DTC_WARPS, st = (st + 1) % DTC_STAGES) {
         const int k0 = k_begin + it * DTC_BK;
-        if (it + DTC_WARPS < n_tiles) {
-            dtc_load<HD, T>(wsm + (st ^ 1) * S::STAGE_BYTES, kc, vc, table,
-                            k0 + DTC_WARPS * DTC_BK, last, block_size, kv_dim, kvh, lane);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        // The tile DTC_STAGES - 1 ahead into the stage the last one left (a group, maybe empty,
+        // every tile, so that this tile's group is the oldest but DTC_STAGES - 1).
+        if (it + (DTC_STAGES - 1) * DTC_WARPS < n_tiles)
+            dtc_load<HD, T>(wsm + (st + DTC_STAGES - 1) % DTC_STAGES * S::STAGE_BYTES, kc, vc,
+                            table, k0 + (DTC_STAGES - 1) * DTC_WARPS * DTC_BK, last, block_size,
+                            kv_dim, kvh, lane);
+        cp_async_commit();
+        cp_async_wait<DTC_STAGES - 1>();
         __syncwarp();
-        // V's 16 rows as 16-bit values (row stride S::ROW): the bf16 tile's rows 16..31, or the
-        // fp8 tile's widened.
-        const uint16_t(*vt)[S::ROW];
         const unsigned char* raw = wsm + st * S::STAGE_BYTES;
-        if constexpr (S::FP8) {
-            uint16_t(*wide)[S::ROW] = reinterpret_cast<uint16_t(*)[S::ROW]>(wsm + 2 * S::STAGE_BYTES);
+        // Row (key) k of the tile for ldmatrix's lanes: matrices of keys 0-7 and 8-15.
+        const int ld_row = 8 * ((lane >> 3) & 1) + (lane & 7);
+
+        // S^T = K Q^T: rows g and g + 8 are keys k0 + g and k0 + g + 8.
+        float s[NQ][4];
 #pragma unroll
-            for (int x = lane; x < DTC_BK * HD / 8; x += 32) {
-                const int j = x / (HD / 8), c = x % (HD / 8);
-                const uint2 u =
-                    *reinterpret_cast<const uint2*>(raw + (DTC_BK + j) * S::RAW_ROW + c * 8);
-                *reinterpret_cast<uint4*>(&wide[j][c * 8]) = fp8x8_to_f16x8(u);
+        for (int n = 0; n < NQ; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        if constexpr (S::FP8) {
+#pragma unroll
+            for (int q = 0; q < HD / 32; q++) {  // keys 0-7 and 8-15 of 16 dims, then the next
+                uint32_t r[4];
+                ldmatrix_x4(r, raw + ld_row * S::RAW_ROW + 32 * q + 16 * (lane >> 4));
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t a[4] = {fp8x2_to_f16x2(r[2 * h]), fp8x2_to_f16x2(r[2 * h + 1]),
+                                           fp8x2_to_f16x2(r[2 * h] >> 16),
+                                           fp8x2_to_f16x2(r[2 * h + 1] >> 16)};
+#pragma unroll
+                    for (int n = 0; n < NQ; n++)
+                        Mma::mma(s[n], a, qb[n][2 * q + h][0], qb[n][2 * q + h][1]);
+                }
             }
-            __syncwarp();
-            vt = wide;
         } else {
-            vt = reinterpret_cast<const uint16_t(*)[S::ROW]>(raw) + DTC_BK;
+            const uint16_t(*kt)[S::ROW] = reinterpret_cast<const uint16_t(*)[S::ROW]>(raw);
+#pragma unroll
+            for (int c = 0; c < KC; c++) {  // keys 0-7 and 8-15 of dims 16 c .. + 7, then + 8 ..
+                uint32_t a[4];
+                ldmatrix_x4(a, &kt[ld_row][16 * c + 8 * (lane >> 4)]);
+#pragma unroll
+                for (int n = 0; n < NQ; n++) Mma::mma(s[n], a, qb[n][c][0], qb[n][c][1]);
+            }
         }
 
-        // S = Q K^T for 16 keys: 2 n-tiles of 8 keys.
-        float s[2][4];
+        // The online softmax per head, over the tile's keys (the lanes of one tg); keys past
+        // the split's end masked. Every tile has a visible key, so the new maxima are finite.
+        // P^T (keys x heads) becomes the B fragments of O^T += V^T P^T by an in-register
+        // transpose.
+        uint32_t pb[NQ][2];
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        for (int n = 0; n < NQ; n++) {
+            if (k0 + g > last) s[n][0] = s[n][1] = -INFINITY;
+            if (k0 + g + 8 > last) s[n][2] = s[n][3] = -INFINITY;
+            float mx[2] = {fmaxf(s[n][0], s[n][2]), fmaxf(s[n][1], s[n][3])};
 #pragma unroll
-            for (int c = 0; c < KC; c += 2) {
-                uint32_t b[4];
-                if constexpr (S::FP8) {
-                    const uint4 k = fp8x8_to_f16x8(*reinterpret_cast<const uint2*>(
-                        raw + (8 * j + g) * S::RAW_ROW + 16 * c + 8 * tg));
-                    b[0] = k.x, b[1] = k.y, b[2] = k.z, b[3] = k.w;
-                } else {
-                    const uint16_t(*kt)[S::ROW] = reinterpret_cast<const uint16_t(*)[S::ROW]>(raw);
-                    ldmatrix_x4(b, &kt[8 * j + (lane & 7)][16 * c + 8 * (lane >> 3)]);
-                }
-                Mma::mma(s[j], qa[c], b[0], b[1]);
-                Mma::mma(s[j], qa[c + 1], b[2], b[3]);
+            for (int x = 4; x < 32; x <<= 1) {
+                mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], x));
+                mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], x));
             }
-        }
-        // Keys past the split's end, then the online softmax (rows g and g + 8 in each quad).
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+            float c[2];
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const int key = k0 + 8 * j + 2 * tg;
-            if (key > last) s[j][0] = s[j][2] = -INFINITY;
-            if (key + 1 > last) s[j][1] = s[j][3] = -INFINITY;
-            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
-        }
+            for (int e = 0; e < 2; e++) {
+                const float mn = fmaxf(m[n][e], mx[e]);
+                c[e] = exp2f(m[n][e] - mn);
+                m[n][e] = mn;
+                l[n][e] *= c[e];
+            }
 #pragma unroll
-        for (int x = 1; x < 4; x <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
+            for (int b = 0; b < KC; b++) {
+                o[n][b][0] *= c[0];
+                o[n][b][1] *= c[1];
+                o[n][b][2] *= c[0];
+                o[n][b][3] *= c[1];
+            }
+            const float p0 = exp2f(s[n][0] - m[n][0]), p1 = exp2f(s[n][1] - m[n][1]);
+            const float p2 = exp2f(s[n][2] - m[n][0]), p3 = exp2f(s[n][3] - m[n][1]);
+            l[n][0] += p0 + p2;
+            l[n][1] += p1 + p3;
+            pb[n][0] = movmatrix_trans(Mma::pack(p0, p1));
+            pb[n][1] = movmatrix_trans(Mma::pack(p2, p3));
         }
-        // Every tile has a visible key, so the new maxima are finite.
-        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-        const float c_lo = exp2f(m_lo - mn_lo), c_hi = exp2f(m_hi - mn_hi);
-        m_lo = mn_lo;
-        m_hi = mn_hi;
-        l_lo *= c_lo;
-        l_hi *= c_hi;
+
+        // O^T += V^T P^T: V rows are tile rows 16..31, transposed by ldmatrix.
+        const unsigned char* v_row =
+            raw + (DTC_BK + ld_row) * (S::FP8 ? S::RAW_ROW : 2 * S::ROW);
+        if constexpr (S::FP8) {
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-            o[n][0] *= c_lo;
-            o[n][1] *= c_lo;
-            o[n][2] *= c_hi;
-            o[n][3] *= c_hi;
-        }
-        uint32_t pa[4];
+            for (int r = 0; r < HD / 32; r++) {
+                // Keys 0-7 and 8-15 of 16 dims, then the next 16. A lane's word holds keys
+                // 2 tg, 2 tg + 1 of dims 2 g, 2 g + 1 (byte pairs); regrouped by dim and widened,
+                // the A fragment's rows g and g + 8 are dims 2 g and 2 g + 1.
+                uint32_t b[4];
+                ldmatrix_x4_trans(b, v_row + 32 * r + 16 * (lane >> 4));
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const float p0 = exp2f(s[j][0] - mn_lo), p1 = exp2f(s[j][1] - mn_lo);
-            const float p2 = exp2f(s[j][2] - mn_hi), p3 = exp2f(s[j][3] - mn_hi);
-            l_lo += p0 + p1;
-            l_hi += p2 + p3;
-            pa[2 * j] = Mma::pack(p0, p1);
-            pa[2 * j + 1] = Mma::pack(p2, p3);
-        }
-        // O += P V: V rows are tile rows 16..31.
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t lo = __byte_perm(b[2 * h], 0, 0x3120);
+                    const uint32_t hi = __byte_perm(b[2 * h + 1], 0, 0x3120);
+                    const uint32_t a[4] = {fp8x2_to_f16x2(lo), fp8x2_to_f16x2(lo >> 16),
+                                           fp8x2_to_f16x2(hi), fp8x2_to_f16x2(hi >> 16)};
 #pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, &vt[8 * ((lane >> 3) & 1) + (lane & 7)][8 * n + 8 * (lane >> 4)]);
-            Mma::mma(o[n], pa, b[0], b[1]);
-            Mma::mma(o[n + 1], pa, b[2], b[3]);
+                    for (int n = 0; n < NQ; n++) Mma::mma(o[n][2 * r + h], a, pb[n][0], pb[n][1]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int b = 0; b < KC; b++) {  // keys 0-7 of dims 16 b .. + 7, + 8 ..; then keys 8-15
+                uint32_t a[4];
+                ldmatrix_x4_trans(a, raw + (DTC_BK + 8 * (lane >> 4) + (lane & 7)) * 2 * S::ROW +
+                                         2 * (16 * b + 8 * ((lane >> 3) & 1)));
+#pragma unroll
+                for (int n = 0; n < NQ; n++) Mma::mma(o[n][b], a, pb[n][0], pb[n][1]);
+            }
         }
         __syncwarp();  // every lane is done with this stage before it is refilled
     }
 #pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
-        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
-    }
+    for (int n = 0; n < NQ; n++)
+#pragma unroll
+        for (int x = 4; x < 32; x <<= 1) {
+            l[n][0] += __shfl_xor_sync(0xffffffffu, l[n][0], x);
+            l[n][1] += __shfl_xor_sync(0xffffffffu, l[n][1], x);
+        }
 
-    // Merge the warps: each writes (max, sum, unnormalised output) of its valid rows.
+    // Merge the warps: each writes (max, sum, unnormalised output) of its valid heads.
     sync();  // every warp is done with its tiles
     float* mrg = reinterpret_cast<float*>(dsm);
     float* w_ml = mrg + warp * 16 * (HD + 2);  // [16][2] then [16][HD]
     float* w_o = w_ml + 32;
-    if (tg == 0) {
-        w_ml[2 * g] = m_lo;
-        w_ml[2 * g + 1] = l_lo;
-        w_ml[2 * (g + 8)] = m_hi;
-        w_ml[2 * (g + 8) + 1] = l_hi;
-    }
 #pragma unroll
-    for (int n = 0; n < NT; n++) {
-        const int d = 8 * n + 2 * tg;
-        if (g < G) *reinterpret_cast<float2*>(w_o + g * HD + d) = make_float2(o[n][0], o[n][1]);
-        if (g + 8 < G)
-            *reinterpret_cast<float2*>(w_o + (g + 8) * HD + d) = make_float2(o[n][2], o[n][3]);
+    for (int n = 0; n < NQ; n++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int h = 8 * n + 2 * tg + e;
+            if (h >= G) continue;
+            if (g == 0) {
+                w_ml[2 * h] = m[n][e];
+                w_ml[2 * h + 1] = l[n][e];
+            }
+#pragma unroll
+            for (int b = 0; b < KC; b++) {
+                if constexpr (S::FP8) {
+                    *reinterpret_cast<float2*>(w_o + h * HD + 16 * b + 2 * g) =
+                        make_float2(o[n][b][e], o[n][b][2 + e]);
+                } else {
+                    w_o[h * HD + 16 * b + g] = o[n][b][e];
+                    w_o[h * HD + 16 * b + 8 + g] = o[n][b][2 + e];
+                }
+            }
+        }
     }
     sync();
     for (int x = tid; x < G * HD; x += DTC_WARPS * 32) {
@@ -306,15 +378,19 @@ __device__ __forceinline__ void attn_decode_tc_core(
         } else {
             part_acc[(ph * DEC_MAX_SPLITS + split) * HD + d] = acc;
             // The merge kernel works in natural-log units.
-            if (d == 0) part_ml[ph * DEC_MAX_SPLITS + split] = make_float2(M * 0.6931471805599453f, L);
+            if (d == 0)
+                part_ml[ph * DEC_MAX_SPLITS + split] = make_float2(M * 0.6931471805599453f, L);
         }
     }
 }
 
 // One block's work from the start: launch row i, KV head kvh, split `split`, its query heads
 // read from q. The kernel below is one such block; the weight ring (ring.cu) runs the same body
-// on four of its warps, so both give the same bits.
-template <int HD, typename T, class Sync>
+// on four of its warps, so both give the same bits. With PDL (the kernel), the step's metadata
+// (copied before the graph) is read and the first tiles of keys cached by earlier steps are on
+// their way before the wait for the kernel before, which writes Q and this step's keys; split
+// 0's blocks always wait, so the launch still ends after that kernel.
+template <int HD, typename T, int NQ, bool PDL, class Sync>
 __device__ __forceinline__ void attn_decode_tc_body(
     const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
     float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
@@ -325,32 +401,42 @@ __device__ __forceinline__ void attn_decode_tc_body(
     const DtcWork w = dtc_work(rows, tok_seq, seq_info, block_tables, i, split);
     if (split >= w.n_split) return;
     const int warp = tid >> 5;
-    // The warp's first tile is on its way while Q is read.
-    if (warp < w.n_tiles)
-        dtc_first_tile<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, tid & 31);
+    // The warp's first tiles are on their way while Q is read.
+    const bool early = !PDL || dtc_first_tiles_end(w, warp) <= w.cached;
+    if (warp < w.n_tiles && early)
+        dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, tid & 31);
+    if constexpr (PDL) pdl_begin();
+    if (warp < w.n_tiles && !early)
+        dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, tid & 31);
     const float* qg = q + ((size_t)w.t * n_heads + kvh * (n_heads / n_kv_heads)) * HD;
-    attn_decode_tc_core<HD, T, false>(qg, kc, vc, out, part_ml, part_acc, w, n_heads, n_kv_heads,
-                                      block_size, scale, i, kvh, split, tid, dsm, sync);
+    attn_decode_tc_core<HD, T, false, NQ>(qg, kc, vc, out, part_ml, part_acc, w, n_heads,
+                                           n_kv_heads, block_size, scale, i, kvh, split, tid, dsm,
+                                           sync);
 }
 
-#define ATTN_DECODE_TC(NAME, T, HD)                                                               \
-    extern "C" __global__ void __launch_bounds__(DTC_WARPS * 32) NAME##_##HD(                     \
+#define ATTN_DECODE_TC(NAME, T, HD, NQ)                                                           \
+    extern "C" __global__ void DTC_BOUNDS(NQ) NAME##_##HD(                                         \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
         float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
         const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
         int n_heads, int n_kv_heads, int block_size, float scale) {                               \
-        pdl_begin();                                                                              \
         extern __shared__ __align__(16) unsigned char dsm[];                                      \
-        attn_decode_tc_body<HD, T>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq, seq_info,    \
-                                   block_tables, n_heads, n_kv_heads, block_size, scale,          \
-                                   blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, dsm,          \
-                                   [] { __syncthreads(); });                                      \
+        attn_decode_tc_body<HD, T, NQ, true>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq,    \
+                                             seq_info, block_tables, n_heads, n_kv_heads,         \
+                                             block_size, scale, blockIdx.x, blockIdx.y,           \
+                                             blockIdx.z, threadIdx.x, dsm,                        \
+                                             [] { __syncthreads(); });                            \
     }
-ATTN_DECODE_TC(attn_decode_tc, bf16, 64)
-ATTN_DECODE_TC(attn_decode_tc, bf16, 128)
-ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 64)
-ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 128)
+// For KV groups of up to 8 query heads, and (_g16) of 9 to 16.
+ATTN_DECODE_TC(attn_decode_tc, bf16, 64, 1)
+ATTN_DECODE_TC(attn_decode_tc, bf16, 128, 1)
+ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 64, 1)
+ATTN_DECODE_TC(attn_decode_tc_fp8, fp8, 128, 1)
+ATTN_DECODE_TC(attn_decode_tc_g16, bf16, 64, 2)
+ATTN_DECODE_TC(attn_decode_tc_g16, bf16, 128, 2)
+ATTN_DECODE_TC(attn_decode_tc_fp8_g16, fp8, 64, 2)
+ATTN_DECODE_TC(attn_decode_tc_fp8_g16, fp8, 128, 2)
 
 // The merge of launch row i's splits for the G heads of one KV group from h0, by one block of
 // DTC_WARPS warps: attn_merge_head's arithmetic, split by split in order, so the same bits. The
@@ -421,7 +507,7 @@ __device__ __forceinline__ void dtc_merge_group(const float2* __restrict__ part_
 // Grid: (1, n_kv_heads, DEC_MAX_SPLITS), DTC_WARPS * 32 threads, DtcSmem<HD, T>::BYTES +
 // DTC_ROPE_SMEM(HD) bytes of dynamic shared memory. arrivals[kvh] is zero before and after.
 #define DTC_ROPE_SMEM(HD) ((DTC_MAX_GROUP + 1) * (HD) * 4)
-template <int HD, typename T>
+template <int HD, typename T, int NQ>
 __device__ __forceinline__ void attn_decode_tc_rope(
     float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,
@@ -439,9 +525,8 @@ __device__ __forceinline__ void attn_decode_tc_rope(
     // Split 0's blocks always wait below, so the launch still ends after the kernel before it.
     if (split >= w.n_split) return;
     // A tile holds this step's key (keys - 1) when it reaches the row's last key.
-    const int k0 = w.k_begin + warp * DTC_BK;
-    const bool early = warp < w.n_tiles && min(k0 + DTC_BK, w.k_end) < w.keys;
-    if (early) dtc_first_tile<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
+    const bool early = warp < w.n_tiles && dtc_first_tiles_end(w, warp) < w.keys;
+    if (early) dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
     pdl_begin();
     const int G = n_heads / n_kv_heads;
     float* qs = reinterpret_cast<float*>(dsm + DtcSmem<HD, T>::BYTES);  // [G + 1][HD]
@@ -459,10 +544,10 @@ __device__ __forceinline__ void attn_decode_tc_rope(
         __syncwarp();  // its lanes' stores before their copies of the tile
     }
     if (warp < w.n_tiles && !early)
-        dtc_first_tile<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
-    attn_decode_tc_core<HD, T, true>(qs, kc, vc, out, part_ml, part_acc, w, n_heads, n_kv_heads,
-                                     block_size, scale, 0, kvh, split, tid, dsm,
-                                     [] { __syncthreads(); });
+        dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
+    attn_decode_tc_core<HD, T, true, NQ>(qs, kc, vc, out, part_ml, part_acc, w, n_heads,
+                                          n_kv_heads, block_size, scale, 0, kvh, split, tid, dsm,
+                                          [] { __syncthreads(); });
     if (w.n_split == 1) return;
     // Every thread's partial results out before the block counts itself in.
     __threadfence();
@@ -478,8 +563,8 @@ __device__ __forceinline__ void attn_decode_tc_rope(
                         DtcSmem<HD, T>::BYTES, reinterpret_cast<float2*>(qs));
 }
 
-#define ATTN_DECODE_TC_ROPE(KERNEL, T, HD)                                                        \
-    extern "C" __global__ void __launch_bounds__(DTC_WARPS * 32) KERNEL##_##HD(                   \
+#define ATTN_DECODE_TC_ROPE(KERNEL, T, HD, NQ)                                                    \
+    extern "C" __global__ void DTC_BOUNDS(NQ) KERNEL##_##HD(                                       \
         float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,                \
         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,            \
         const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,                     \
@@ -490,12 +575,16 @@ __device__ __forceinline__ void attn_decode_tc_rope(
         const uint32_t* __restrict__ block_tables, int n_heads, int n_kv_heads, int block_size,   \
         float scale, int rotary_dim, int neox) {                                                  \
         extern __shared__ __align__(16) unsigned char dsm[];                                      \
-        attn_decode_tc_rope<HD, T>(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc, vc,    \
-                                   out, part_ml, part_acc, arrivals, rows, tok_seq, seq_info,     \
-                                   block_tables, n_heads, n_kv_heads, block_size, scale,          \
-                                   rotary_dim, neox, dsm);                                        \
+        attn_decode_tc_rope<HD, T, NQ>(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc,    \
+                                       vc, out, part_ml, part_acc, arrivals, rows, tok_seq,       \
+                                       seq_info, block_tables, n_heads, n_kv_heads, block_size,   \
+                                       scale, rotary_dim, neox, dsm);                             \
     }
-ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 64)
-ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 128)
-ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8, fp8, 64)
-ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8, fp8, 128)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 64, 1)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 128, 1)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8, fp8, 64, 1)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8, fp8, 128, 1)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_g16, bf16, 64, 2)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_g16, bf16, 128, 2)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8_g16, fp8, 64, 2)
+ATTN_DECODE_TC_ROPE(attn_decode_tc_rope_fp8_g16, fp8, 128, 2)

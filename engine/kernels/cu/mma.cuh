@@ -37,6 +37,14 @@ __device__ __forceinline__ void mma_f16(float* d, const uint32_t* a, uint32_t b0
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The transpose of an 8x8 matrix of 16-bit values held as mma fragments (lane 4 g + t holds
+// row g's columns 2t, 2t + 1): afterwards the lane holds column g's rows 2t, 2t + 1.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -69,6 +77,12 @@ __device__ __forceinline__ float fast_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
+}
+
+// 2 fp8 e4m3 values (the low 16 bits of w) as 2 f16 values: exact, e4m3 fits f16.
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t w) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)w, __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
 // 8 fp8 e4m3 values (8 bytes) as 8 f16 values (16 bytes): exact, e4m3 fits f16.

@@ -418,10 +418,14 @@ struct RingAttnSync {
 template <int HD, typename T>
 __device__ __forceinline__ void ring_attn_block(const RingAttn& a, int kvh, int split,
                                                 unsigned char* smem) {
-    attn_decode_tc_body<HD, T>(a.q, static_cast<const T*>(a.kc), static_cast<const T*>(a.vc),
-                               a.out, a.part_ml, a.part_acc, a.rows, a.tok_seq, a.seq_info,
-                               a.block_tables, a.n_heads, a.n_kv_heads, a.block_size, a.scale, 0,
-                               kvh, split, threadIdx.x, smem, RingAttnSync());
+    const auto run = [&](auto nq) {
+        attn_decode_tc_body<HD, T, decltype(nq)::value, false>(
+            a.q, static_cast<const T*>(a.kc), static_cast<const T*>(a.vc), a.out, a.part_ml,
+            a.part_acc, a.rows, a.tok_seq, a.seq_info, a.block_tables, a.n_heads, a.n_kv_heads,
+            a.block_size, a.scale, 0, kvh, split, threadIdx.x, smem, RingAttnSync());
+    };
+    if (a.n_heads / a.n_kv_heads <= 8) run(std::integral_constant<int, 1>());
+    else run(std::integral_constant<int, 2>());
 }
 
 // One of the attention steps for launch row 0, this block's share: heads of q then k a warp

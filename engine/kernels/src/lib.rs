@@ -52,12 +52,17 @@ mod tests {
             ("gemv.cu", "gemv_T", "if (M > 1) pdl_begin()"),
             ("gemv.cu", "gemv3_T", "if (M > 1) pdl_begin()"),
             ("gemv.cu", "gemv_swiglu_T", "if (M > 1) pdl_begin()"),
-            // One-row decode attention reads the step's metadata (copied before the graph)
-            // and issues its first tiles of keys cached by earlier steps, then waits
-            // (attn_decode_tc_rope).
+            // Decode attention reads the step's metadata (copied before the graph) and issues
+            // its first tiles of keys cached by earlier steps, then waits (attn_decode_tc_body,
+            // attn_decode_tc_rope).
             (
                 "attention_decode_tc.cu",
                 "KERNEL",
+                "extern __shared__ __align__(16) unsigned char dsm[]",
+            ),
+            (
+                "attention_decode_tc.cu",
+                "NAME",
                 "extern __shared__ __align__(16) unsigned char dsm[]",
             ),
             // The ring's producer streams weights from the start; its consumers wait before

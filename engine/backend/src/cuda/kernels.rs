@@ -52,8 +52,9 @@ pub struct Kernels {
     attn_decode: [Vec<CudaFunction>; 2],
     /// The split merge, `[serial, wide]` (attn_decode_merge, _wide: loads in flight at once).
     attn_decode_merge: [CudaFunction; 2],
-    /// Tensor-core decode, `[cache][head_dim 64, 128]` (attention_decode_tc.cu).
-    attn_decode_tc: [[CudaFunction; 2]; 2],
+    /// Tensor-core decode, `[KV groups of up to 8, 16 query heads][cache][head_dim 64, 128]`
+    /// (attention_decode_tc.cu).
+    attn_decode_tc: [[[CudaFunction; 2]; 2]; 2],
     /// Tensor-core prefill, `[heads per block 1, 2][cache][head_dim 64, 128]` (two heads of a KV
     /// group share each K / V tile: pp8192 on Qwen3-8B 24.0k -> 25.2k tok/s).
     attn_prefill_tc: [[[CudaFunction; 2]; 2]; 2],
@@ -83,7 +84,7 @@ pub struct Kernels {
     /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
     /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
     /// the kernel leaves them zero), and whether it is on (HEARTH_ROPE_ATTN=0: off).
-    attn_decode_tc_rope: [[CudaFunction; 2]; 2],
+    attn_decode_tc_rope: [[[CudaFunction; 2]; 2]; 2],
     attn_arrivals: (CudaSlice<u32>, u64),
     rope_attn_on: bool,
     moe_route: CudaFunction,
@@ -203,7 +204,7 @@ macro_rules! launch {
 // After `launch!`, which the attention launchers use too.
 mod attention;
 mod launch;
-use attention::decode_variants;
+use attention::{decode_tc_variants, decode_variants};
 pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
 mod gemm_fp8;
@@ -266,10 +267,7 @@ impl Kernels {
                 decode_variants(&f, "attn_decode_fp8")?,
             ],
             attn_decode_merge: [f("attn_decode_merge")?, f("attn_decode_merge_wide")?],
-            attn_decode_tc: [
-                [f("attn_decode_tc_64")?, f("attn_decode_tc_128")?],
-                [f("attn_decode_tc_fp8_64")?, f("attn_decode_tc_fp8_128")?],
-            ],
+            attn_decode_tc: decode_tc_variants(&f, "attn_decode_tc")?,
             attn_prefill_tc: [
                 [
                     [f("attn_prefill_tc_64")?, f("attn_prefill_tc_128")?],
@@ -305,13 +303,7 @@ impl Kernels {
             gemm_fp8_blocks: fp8_blocks,
             fp8_clusters: Default::default(),
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
-            attn_decode_tc_rope: [
-                [f("attn_decode_tc_rope_64")?, f("attn_decode_tc_rope_128")?],
-                [
-                    f("attn_decode_tc_rope_fp8_64")?,
-                    f("attn_decode_tc_rope_fp8_128")?,
-                ],
-            ],
+            attn_decode_tc_rope: decode_tc_variants(&f, "attn_decode_tc_rope")?,
             attn_arrivals: {
                 let b = stream.alloc_zeros::<u32>(attention::ROPE_ATTN_MAX_KV_HEADS)?;
                 let p = b.device_ptr(&stream).0;
@@ -373,15 +365,16 @@ impl Kernels {
                     // All of the unified L1 as shared memory: two blocks per SM need ~200 KiB.
                     f.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
                 }
-                let bytes = Self::decode_tc_smem(hd, fp8) as i32;
-                k.attn_decode_tc[c][h].set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    bytes,
-                )?;
-                k.attn_decode_tc_rope[c][h].set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    Self::decode_tc_rope_smem(hd, fp8) as i32,
-                )?;
+                for g in 0..2 {
+                    k.attn_decode_tc[g][c][h].set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        Self::decode_tc_smem(hd, fp8) as i32,
+                    )?;
+                    k.attn_decode_tc_rope[g][c][h].set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        Self::decode_tc_rope_smem(hd, fp8) as i32,
+                    )?;
+                }
             }
         }
         k.prepare_fp8_gemm()?;

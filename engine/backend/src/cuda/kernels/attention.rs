@@ -17,9 +17,12 @@ pub(super) const DECODE_LANES_PER_KEY: [usize; 3] = [8, 16, 32];
 /// Query heads per block it comes in.
 pub(super) const DECODE_HEADS_PER_BLOCK: [usize; 3] = [1, 2, 4];
 /// Keys per split at least, of the CUDA-core and the tensor-core decode kernels
-/// (DEC_SPLIT_MIN, DTC_SPLIT_MIN).
+/// (DEC_SPLIT_MIN, DTC_SPLIT_MIN). The tensor-core kernel's: each split's block costs ~3 us
+/// beyond its tiles; 64 rows of 1,000-2,000 fp8 keys take 86 us with splits of 256 keys, 80
+/// with 384 (16 rows 35 -> 29.5), one row of 1,024 keys 13.6 -> 14.7 (an H200,
+/// tests/device/decode_attn_bench.cu).
 pub(super) const DECODE_SPLIT_MIN: i32 = 64;
-pub(super) const DECODE_TC_SPLIT_MIN: i32 = 128;
+pub(super) const DECODE_TC_SPLIT_MIN: i32 = 384;
 /// Launch rows up to which the split merge loads every split's values at once: one round trip
 /// instead of one a split (1 row at 8,192 keys: 26 -> 17 us a layer on an H200), but 4% slower
 /// from 32 rows on, where the registers it takes cost occupancy.
@@ -33,10 +36,10 @@ pub(super) const DECODE_TC_BK: usize = 16;
 const ROPE_ATTN_MAX_GROUP: usize = 16;
 pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 /// Keys up to which a row takes the one-launch attention. Its split merge runs in one block a KV
-/// head, where the merge kernel has a block a head: past 32 splits of 128 keys that costs more
+/// head, where the merge kernel has a block a head: with splits of 128 keys, 32 splits cost more
 /// than the two launches it saves (Qwen3-8B shape on an H100, per-request decode after a
 /// 2,048-token prompt +1%, after 8,192 -1%), so longer rows take the three kernels (a graph of
-/// their own at batch 1, `graph::GraphKey`).
+/// their own at batch 1, `graph::GraphKey`). Not measured again since splits are 384 keys.
 pub const ROPE_ATTN_MAX_KEYS: usize = 4096;
 
 /// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
@@ -57,18 +60,12 @@ impl Kernels {
     }
 
     /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
-    /// two stages of K and V tiles (bf16 rows padded by 8 values, or fp8 rows padded by 32
-    /// bytes) plus, for fp8, one widened f16 V tile; at least the warps' merge area.
+    /// two stages of K and V tiles (bf16 rows padded by 8 values, or fp8 rows padded by 16
+    /// bytes), at least the warps' merge area.
     pub(super) fn decode_tc_smem(hd: usize, fp8: bool) -> usize {
-        let row = (hd + 8) * 2;
-        let stage = if fp8 {
-            2 * DECODE_TC_BK * (hd + 32)
-        } else {
-            2 * DECODE_TC_BK * row
-        };
-        let wide = if fp8 { DECODE_TC_BK * row } else { 0 };
+        let row = if fp8 { hd + 16 } else { (hd + 8) * 2 };
         let merge = DECODE_TC_WARPS * 16 * (hd + 2) * 4;
-        (DECODE_TC_WARPS * (2 * stage + wide)).max(merge)
+        (DECODE_TC_WARPS * 2 * 2 * DECODE_TC_BK * row).max(merge)
     }
 
     /// Dynamic shared memory of the one-launch batch-1 attention (attn_decode_tc_rope): the
@@ -113,7 +110,7 @@ impl Kernels {
         };
         launch!(
             @fn self,
-            &self.attn_decode_tc_rope[usize::from(a.fp8)][usize::from(a.head_dim == 128)],
+            &self.attn_decode_tc_rope[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)],
             c,
             r.q,
             r.k,
@@ -249,7 +246,7 @@ impl Kernels {
         let [nh, nkv, _, bs] = a.layout();
         let ml = parts;
         let acc = parts + ml_bytes as u64;
-        let f = &self.attn_decode_tc[usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        let f = &self.attn_decode_tc[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
         for start in (0..n_rows).step_by(DECODE_CHUNK_ROWS) {
             let n = (n_rows - start).min(DECODE_CHUNK_ROWS) as u32;
             let rows = rows + 4 * start as u64;
@@ -422,6 +419,23 @@ impl Kernels {
 }
 
 /// The decode attention kernels of one cache type, in `attn_decode` order.
+/// A tensor-core decode kernel's forms, `[group][cache][head_dim]`: KV groups of up to 8 query
+/// heads (`{prefix}_{hd}`) and of 9 to 16 (`_g16`), bf16 and fp8 caches (`_fp8`), head_dim 64
+/// and 128.
+pub(super) fn decode_tc_variants(
+    f: &dyn Fn(&str) -> Result<CudaFunction, BackendError>,
+    prefix: &str,
+) -> Result<[[[CudaFunction; 2]; 2]; 2], BackendError> {
+    let one = |g16: bool, fp8: bool, hd: usize| {
+        let (c, g) = (if fp8 { "_fp8" } else { "" }, if g16 { "_g16" } else { "" });
+        f(&format!("{prefix}{c}{g}_{hd}"))
+    };
+    let cache =
+        |g16: bool, fp8: bool| Ok::<_, BackendError>([one(g16, fp8, 64)?, one(g16, fp8, 128)?]);
+    let group = |g16: bool| Ok::<_, BackendError>([cache(g16, false)?, cache(g16, true)?]);
+    Ok([group(false)?, group(true)?])
+}
+
 pub(super) fn decode_variants(
     f: &dyn Fn(&str) -> Result<CudaFunction, BackendError>,
     prefix: &str,
@@ -434,6 +448,12 @@ pub(super) fn decode_variants(
 }
 
 impl AttnLaunch {
+    /// Which tensor-core decode form takes this head layout: 0 for KV groups of up to 8 query
+    /// heads (one 8-column tile of them), 1 for 9 to 16 (two).
+    fn g16(&self) -> usize {
+        usize::from(self.n_heads / self.n_kv_heads > 8)
+    }
+
     /// (n_heads, n_kv_heads, head_dim, block_size) as the kernels take them.
     fn layout(&self) -> [i32; 4] {
         [
