@@ -143,7 +143,8 @@ __device__ __forceinline__ int dtc_first_tiles_end(const DtcWork& w, int warp) {
 // a tile): launch row i, KV head kvh, split `split` of `w`, with `qg` the G query heads of the
 // KV group ([G][HD] floats, from global memory, or shared with Q_SMEM), run by the
 // DTC_WARPS * 32 threads numbered `tid` that `sync` (a barrier of exactly those threads) joins,
-// with `dsm` (S::BYTES) as their shared memory.
+// with `dsm` (S::BYTES) as their shared memory. NQ: the group's tiles of 8 query heads (1 for
+// G <= 8, 2 for G <= 16).
 template <int HD, typename T, bool Q_SMEM, int NQ, class Sync>
 __device__ __forceinline__ void attn_decode_tc_core(
     const float* qg, const T* __restrict__ kc, const T* __restrict__ vc, float* __restrict__ out,
