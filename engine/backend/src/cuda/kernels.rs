@@ -81,9 +81,10 @@ pub struct Kernels {
     /// How many clusters of each size gemm_fp8_wg runs at once (measured when it is the kernel).
     fp8_clusters: gemm_fp8::ClusterSlots,
     rope_write_kv: [CudaFunction; 2],
-    /// One row's rope_write_kv + decode attention + merge in one launch, `[cache][head_dim 64,
-    /// 128]` (attention_decode_tc.cu), its arrival counters (ROPE_ATTN_MAX_KV_HEADS, zeroed here;
-    /// the kernel leaves them zero), and whether it is on (HEARTH_ROPE_ATTN=0: off).
+    /// One row's rope_write_kv + decode attention + merge in one launch, `[group][cache][head_dim
+    /// 64, 128]` as `attn_decode_tc` (attention_decode_tc.cu), its arrival counters
+    /// (ROPE_ATTN_MAX_KV_HEADS, zeroed here; the kernel leaves them zero), and whether it is on
+    /// (HEARTH_ROPE_ATTN=0: off).
     attn_decode_tc_rope: [[[CudaFunction; 2]; 2]; 2],
     attn_arrivals: (CudaSlice<u32>, u64),
     rope_attn_on: bool,
