@@ -1,16 +1,15 @@
-// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16), gemm_fp8_wg (the
-// same on wgmma, the engine's on sm_90a) with its K parts written for gemm_fp8_reduce (the
-// split of whole waves of blocks it had before 2026-11-28) and as the engine launches it (the
-// parts of a tile in one cluster, added through distributed shared memory, split as
-// kernels/gemm_fp8.rs's split_clusters does), against the wgmma W8A8 experiment
-// (fp8_wgmma_experiment.cu, with its activation quantization timed apart), at Qwen3-8B's shapes,
-// as read rates of the fp8 bytes against a plain copy. Weights rotate over copies larger than
-// L2. Each kernel's output is checked against a plain f32 loop over the same fp8 (and, for
-// W8A8, quantized) values.
+// fp8 weight matrices at 16-128 rows, alone: gemm_fp8 (W8A16, mma.sync f16), gemm_fp8_tma (the
+// same on wgmma with TMA copies, the engine's on sm_90a, launched as the engine does: the
+// parts of a tile in one cluster, split as kernels/gemm_fp8.rs's split_clusters does), against
+// the wgmma W8A8 experiment (fp8_wgmma_experiment.cu, with its activation quantization timed
+// apart), at Qwen3-8B's shapes, as read rates of the fp8 bytes against a plain copy. Weights
+// rotate over copies larger than L2. Each kernel's output is checked against a plain f32 loop
+// over the same fp8 (and, for W8A8, quantized) values.
 //
-// Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a); other
-// gemm_fp8_wg block shapes with -DFH_WGS=2 -DFH_TPW=2 (256 features, its shape before
-// 2026-11-28's last change) and -DFH_STAGES=N.
+// Build and run on the GPU machine: tests/device/run.sh fp8k (nvcc -O3 -arch=sm_90a -lcuda);
+// gemm_fp8_tma's bench settings: -DFT_STAGES=N, -DFT_NO_MATH (the copies alone),
+// -DFT_TIMELINE (each block's entry, first stage, main loop and epilogue, one launch alone).
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +18,7 @@
 #include <vector>
 
 #include "../../engine/kernels/cu/gemm_fp8.cu"
-#include "../../engine/kernels/cu/gemm_fp8_wg.cu"
+#include "../../engine/kernels/cu/gemm_fp8_tma.cu"
 #include "fp8_wgmma_experiment.cu"
 
 #include "check.cuh"
@@ -75,11 +74,10 @@ static void split(int n, int k, int target, int* parts, int* per, int kc, int fe
     *parts = (chunks + *per - 1) / *per;
 }
 
-// gemm_fp8_wg's K split (kernels/gemm_fp8.rs): the parts that finish soonest in whole waves of
-// `slots` blocks, the fewest of those.
+// The W8A8 experiment's K split (gemm_fp8_wg's before its clusters): the parts that finish
+// soonest in whole waves of `slots` blocks, the fewest of those.
 static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, int features) {
-    // Chunks a block's pipeline ramp costs (WG_RAMP_CHUNKS; FH_RAMP to try others).
-    const int ramp = getenv("FH_RAMP") ? atoi(getenv("FH_RAMP")) : 1;
+    const int ramp = 1;  // chunks a block's pipeline ramp costs
     const int blocks = (n + features - 1) / features, chunks = (k + kc - 1) / kc;
     long best = -1;
     for (int p = 1; p <= chunks; p++) {
@@ -89,17 +87,35 @@ static void split_waves(int n, int k, int slots, int* parts, int* per, int kc, i
     }
 }
 
-// A launch of gemm_fp8_wg's blocks over `grid` whose clusters span the grid's z.
+// A 2D TMA descriptor with the 128-byte swizzle, zeros out of bounds (gemm_fp8_tma's maps).
+static FtTensorMap tensor_map(const void* p, CUtensorMapDataType type, uint64_t inner,
+                              uint64_t outer, uint64_t row_bytes, uint32_t box0, uint32_t box1) {
+    static_assert(sizeof(FtTensorMap) == sizeof(CUtensorMap), "a CUtensorMap");
+    FtTensorMap m;
+    const cuuint64_t dims[2] = {inner, outer}, strides[1] = {row_bytes};
+    const cuuint32_t box[2] = {box0, box1}, es[2] = {1, 1};
+    const CUresult r = cuTensorMapEncodeTiled(
+        reinterpret_cast<CUtensorMap*>(&m), type, 2, const_cast<void*>(p), dims, strides, box, es,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+        exit(1);
+    }
+    return m;
+}
+
+// A launch of gemm_fp8_tma's blocks over `grid` whose clusters span the grid's z.
 struct ClusterLaunch {
     cudaLaunchAttribute at[1];
     cudaLaunchConfig_t cfg = {};
-    ClusterLaunch(dim3 grid, int smem) {
+    ClusterLaunch(dim3 grid, int smem, int threads = FT_THREADS) {
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = 1;
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = grid.z;
         cfg.gridDim = grid;
-        cfg.blockDim = dim3(FH_THREADS);
+        cfg.blockDim = dim3(threads);
         cfg.dynamicSmemBytes = smem;
         cfg.attrs = at;
         cfg.numAttrs = 1;
@@ -115,26 +131,26 @@ int main() {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     float ms;
-    printf("copy rate %.2f TB/s, %d SMs; gemm_fp8_wg: %d features, %d threads, %d stages a block\n",
-           rate / 1e12, sms, FH_FEATURES, FH_THREADS, FH_STAGES);
+    printf("copy rate %.2f TB/s, %d SMs\n", rate / 1e12, sms);
 
     const int fg_smem = 3 * FG_STAGE_BYTES, fw_smem = FW_SMEM;
-    const int fh_smem = FH_STAGES * FH_STAGE_BYTES;
     CK(cudaFuncSetAttribute(gemm_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, fg_smem));
-    CK(cudaFuncSetAttribute(gemm_fp8_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_smem));
     CK(cudaFuncSetAttribute(fw_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, fw_smem));
+    CK(cudaFuncSetAttribute(gemm_fp8_tma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            FT_SMEM_BYTES));
+    CK(cudaFuncSetAttribute(gemm_fp8_tma, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    printf("gemm_fp8_tma: %d features, %d threads, %d stages, %d bytes of shared memory\n",
+           FT_FEATURES, FT_THREADS, FT_STAGES, FT_SMEM_BYTES);
     int fg_per_sm, fw_per_sm;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fg_per_sm, gemm_fp8, 256, fg_smem));
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fw_per_sm, fw_gemm, 256, fw_smem));
     printf("blocks an SM: gemm_fp8 %d, fw_gemm %d\n", fg_per_sm, fw_per_sm);
     int cluster_slots[9] = {0, sms};
     for (int p = 2; p <= 8; p++) {
-        ClusterLaunch cl(dim3(1, 1, p), fh_smem);
-        const cudaLaunchConfig_t& cfg = cl.cfg;
-        int clusters = 0;
-        CK(cudaOccupancyMaxActiveClusters(&clusters, gemm_fp8_wg, &cfg));
-        cluster_slots[p] = clusters;
-        printf("gemm_fp8_wg clusters of %d at once: %d (%d blocks)\n", p, clusters, p * clusters);
+        ClusterLaunch cl(dim3(1, 1, p), FT_SMEM_BYTES);
+        CK(cudaOccupancyMaxActiveClusters(&cluster_slots[p], gemm_fp8_tma, &cl.cfg));
+        printf("gemm_fp8_tma clusters of %d at once: %d (%d blocks)\n", p, cluster_slots[p],
+               p * cluster_slots[p]);
     }
 
     struct Shape { const char* name; int n, k; } shapes[] = {
@@ -174,23 +190,12 @@ int main() {
             split_waves(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
             const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
-            int fh_parts, fh_per;
-            split_waves(s.n, s.k, sms, &fh_parts, &fh_per, FH_KC, FH_FEATURES);
-            const dim3 fh_grid((m + 63) / 64, (s.n + FH_FEATURES - 1) / FH_FEATURES, fh_parts);
-            auto run_fh = [&](const uint8_t* wi) {
-                gemm_fp8_wg<<<fh_grid, FH_THREADS, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k, fh_per,
-                                                       0);
-                if (fh_parts > 1)
-                    gemm_fp8_reduce<<<red_blocks, 256>>>(parts, ws, y, m, s.n, fh_parts, 0);
-            };
-            // The same with the K parts of a tile in one cluster, added through distributed
-            // shared memory (no partial sums, no reduce launch).
-            // The cluster split: the parts (a cluster a tile, at most 8) whose tiles finish
+            // gemm_fp8_tma's split (split_clusters): the parts (a cluster a tile, at most 8) whose tiles finish
             // soonest in whole waves of the clusters that fit at once, the fewest of those.
             int cl_parts = 1, cl_per = 0;
             {
-                const int tiles = (s.n + FH_FEATURES - 1) / FH_FEATURES;
-                const int chunks = (s.k + FH_KC - 1) / FH_KC;
+                const int tiles = (s.n + FT_FEATURES - 1) / FT_FEATURES;
+                const int chunks = (s.k + FT_KC - 1) / FT_KC;
                 long best = -1;
                 for (int p = 1; p <= 8 && p <= chunks; p++) {
                     if (cluster_slots[p] == 0) continue;
@@ -200,16 +205,18 @@ int main() {
                     if (best < 0 || cost < best) best = cost, cl_parts = np, cl_per = pp;
                 }
             }
-            const dim3 cl_grid((m + 63) / 64, (s.n + FH_FEATURES - 1) / FH_FEATURES, cl_parts);
-            auto run_fhc = [&](const uint8_t* wi) {
-                if (cl_parts == 1) {
-                    gemm_fp8_wg<<<cl_grid, FH_THREADS, fh_smem>>>(wi, ws, x, y, parts, m, s.n, s.k,
-                                                           cl_per, 0);
-                    return;
-                }
-                ClusterLaunch cl(cl_grid, fh_smem);
-                CK(cudaLaunchKernelEx(&cl.cfg, gemm_fp8_wg, wi, (const float*)ws, (const bf16*)x,
-                                      (void*)y, parts, m, s.n, s.k, cl_per, 0));
+            const dim3 cl_grid((m + 63) / 64, (s.n + FT_FEATURES - 1) / FT_FEATURES, cl_parts);
+            // Its copies are described by tensor maps, one for each copy of the weights.
+            std::vector<FtTensorMap> wmaps;
+            for (auto p : w)
+                wmaps.push_back(tensor_map(p, CU_TENSOR_MAP_DATA_TYPE_UINT8, s.k, s.n, s.k,
+                                           FT_KC, FT_FEATURES));
+            const FtTensorMap xmap =
+                tensor_map(x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, s.k, m, 2 * s.k, 64, 64);
+            auto run_ft = [&](int wi) {
+                ClusterLaunch cl(cl_grid, FT_SMEM_BYTES);
+                CK(cudaLaunchKernelEx(&cl.cfg, gemm_fp8_tma, wmaps[wi], xmap, (const float*)ws,
+                                      (void*)y, m, s.n, s.k, cl_per, 0));
             };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
             auto run_fg = [&](const uint8_t* wi) {
@@ -234,19 +241,12 @@ int main() {
             CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
             const float d16 = max_rel(hy, hr);
             CK(cudaMemset(y, 0, hy.size() * 4));
-            run_fh(w[0]);
+            run_ft(0);
             CK(cudaGetLastError());
             CK(cudaDeviceSynchronize());
-            CK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
-            const float dh = max_rel(hy, hr);
-            CK(cudaMemset(y, 0, hy.size() * 4));
-            run_fhc(w[0]);
-            CK(cudaGetLastError());
-            CK(cudaDeviceSynchronize());
-            std::vector<float> hc((size_t)m * s.n);
-            CK(cudaMemcpy(hc.data(), y, hc.size() * 4, cudaMemcpyDeviceToHost));
-            const float dc = max_rel(hc, hr);
-            const bool same = memcmp(hc.data(), hy.data(), hc.size() * 4) == 0;
+            std::vector<float> ht((size_t)m * s.n);
+            CK(cudaMemcpy(ht.data(), y, ht.size() * 4, cudaMemcpyDeviceToHost));
+            const float dt = max_rel(ht, hr);
             run_q();
             run_fw(w[0]);
             CK(cudaGetLastError());
@@ -277,12 +277,7 @@ int main() {
                 gemm_fp8<<<fg_grid, 256, fg_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
                                                     fg_per, 3, 0);
             });
-            const double th = time([&](int i) { run_fh(w[i % copies]); });
-            const double thk = time([&](int i) {
-                gemm_fp8_wg<<<fh_grid, FH_THREADS, fh_smem>>>(w[i % copies], ws, x, y, parts, m, s.n, s.k,
-                                                       fh_per, 0);
-            });
-            const double thc = time([&](int i) { run_fhc(w[i % copies]); });
+            const double tt = time([&](int i) { run_ft(i % copies); });
             const double tq = time([&](int) { run_q(); });
             const double t8 = time([&](int i) { run_fw(w[i % copies]); });
             const double ideal = bytes / rate * 1e6;
@@ -291,14 +286,34 @@ int main() {
                    "a8 vs a16 values %.1e\n",
                    s.name, m, t16, 100 * ideal / t16, fg_parts, d16, t16k, t8, 100 * ideal / t8,
                    fw_parts, d8, tq, dq);
-            printf("%-20s m=%3d  gemm_fp8_wg %7.1f us (%4.1f%%, %d parts, err %.1e; %.1f us without "
-                   "the reduce)\n",
-                   s.name, m, th, 100 * ideal / th, fh_parts, dh, thk);
-            printf("%-20s m=%3d  gemm_fp8_wg cluster %7.1f us (%4.1f%%, %d parts, err %.1e%s)\n",
-                   s.name, m, thc, 100 * ideal / thc, cl_parts, dc,
-                   cl_parts != fh_parts ? ""
-                   : same               ? ", the reduce's bits"
-                                        : ", NOT the reduce's bits");
+            printf("%-20s m=%3d  gemm_fp8_tma %7.1f us (%4.1f%%, %d parts, err %.1e)\n", s.name, m,
+                   tt, 100 * ideal / tt, cl_parts, dt);
+#ifdef FT_TIMELINE
+            {
+                // One more launch alone: each block's entry, first stage, main loop end and
+                // end, relative to the first entry (us).
+                CK(cudaDeviceSynchronize());
+                run_ft(0);
+                CK(cudaDeviceSynchronize());
+                static unsigned long long tl[1024][4];
+                CK(cudaMemcpyFromSymbol(tl, ft_tl, sizeof(tl)));
+                const int blocks = cl_grid.x * cl_grid.y * cl_grid.z;
+                unsigned long long t0 = ~0ull, t3 = 0;
+                double sum[3] = {}, top[3] = {}, last_start = 0;
+                for (int b = 0; b < blocks; b++) t0 = std::min(t0, tl[b][0]), t3 = std::max(t3, tl[b][3]);
+                for (int b = 0; b < blocks; b++) {
+                    last_start = std::max(last_start, (tl[b][0] - t0) * 1e-3);
+                    for (int j = 0; j < 3; j++) {
+                        const double d = (tl[b][j + 1] - tl[b][j]) * 1e-3;
+                        sum[j] += d, top[j] = std::max(top[j], d);
+                    }
+                }
+                printf("  timeline: %d blocks, whole %.1f us, last entry %.1f us; first stage %.1f "
+                       "(max %.1f), main loop %.1f (max %.1f), epilogue %.1f (max %.1f) us\n",
+                       blocks, (t3 - t0) * 1e-3, last_start, sum[0] / blocks, top[0],
+                       sum[1] / blocks, top[1], sum[2] / blocks, top[2]);
+            }
+#endif
         }
         for (auto p : w) CK(cudaFree(p));
         CK(cudaFree(ws));

@@ -2,7 +2,7 @@
 // activation row) on Hopper's warpgroup MMA (wgmma m64nNk32 e4m3, sm_90a), for 9-128 rows.
 // mma.sync's m16n8k32 e4m3 is not a tensor-core instruction on sm_90 (ptxas lowers it to f16
 // HMMAs plus FADDs), so on an H100 fp8 products need wgmma. Timed against gemm_fp8 and
-// gemm_fp8_wg (W8A16) by fp8_gemm_bench.cu; not part of the engine.
+// the engine's W8A16 kernels by fp8_gemm_bench.cu; not part of the engine.
 //
 // A block is two warpgroups over 256 weight rows (features) and 64 activation rows; each
 // warpgroup multiplies two 64-feature tiles by the rows (wgmma n = 16, 32 or 64 as the rows

@@ -25,7 +25,7 @@ __device__ __forceinline__ void rp_wait() {
 
 // Grid (N / R, parts), 256 threads, S * (R * C + XR * 2 * C) bytes of dynamic shared memory.
 // XR > 0: each chunk also copies XR activation rows of 2 * C bytes (bf16, K values a row apart,
-// L2-resident) after the weights, as gemm_fp8_wg does.
+// L2-resident) after the weights, as gemm_fp8_wg (before gemm_fp8_tma) did.
 template <int R, int C, int S, bool TILED, int XR = 0>
 __global__ void __launch_bounds__(256) read_tiles(const uint8_t* __restrict__ w, int K, int per,
                                                   unsigned* sink, const uint8_t* __restrict__ x) {
@@ -87,7 +87,7 @@ int main() {
     uint8_t* xact;  // 64 activation rows of K bf16
     CK(cudaMalloc(&xact, (size_t)64 * K * 2));
     CK(cudaMemset(xact, 1, (size_t)64 * K * 2));
-    // parts_override: K split into that many parts (gemm_fp8_wg's 4 for this shape); xr: the
+    // parts_override: K split into that many parts (gemm_fp8_wg's 4 for this shape, before gemm_fp8_tma); xr: the
     // kernel's activation rows.
     auto run = [&](auto kernel, int R, int C, int S, bool tiled, int blocks_per_sm,
                    int parts_override = 0, int xr = 0) {
@@ -130,7 +130,7 @@ int main() {
     run(read_tiles<64, 512, 3, false>, 64, 512, 3, false, 2);
     run(read_tiles<64, 256, 4, false>, 64, 256, 4, false, 4);
     run(read_tiles<256, 64, 3, false>, 256, 64, 3, false, 1);
-    // gemm_fp8_wg's shape of work: 128-byte chunks, 3 stages, one block an SM, gate+up in 4
+    // gemm_fp8_wg's shape of work (before gemm_fp8_tma): 128-byte chunks, 3 stages, one block an SM, gate+up in 4
     // parts (3 waves); then with its 64 activation rows copied beside the weights.
     run(read_tiles<256, 128, 3, false>, 256, 128, 3, false, 1, 4);
     run(read_tiles<256, 128, 3, false, 64>, 256, 128, 3, false, 1, 4, 64);

@@ -60,8 +60,9 @@
 #            off / on / without dot products, a token's timeline by step (HEARTH_RING_DIAG=
 #            timeline), Nsight Compute on one token's launch
 #            (pack.sh ring_decode)
-#   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_wg (on
-#            wgmma) and the wgmma W8A8 experiment, Qwen3-8B shapes (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
+#   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_tma (on
+#            wgmma, TMA copies) and the wgmma W8A8 experiment, Qwen3-8B shapes
+#            (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
 #   dattn    decode attention alone (attn_decode_tc + merge, Qwen3-8B heads, bf16 and fp8, 1-128
 #            rows) with each of its compile-time settings in DATTN_VARIANTS ("NAME:-DX=1 -DY=2;
 #            NAME:-I dir" with another attention_decode_tc.cu in dir; default the kernel as it
@@ -364,7 +365,7 @@ gemvk)
     t gemvk timeout 240 /tmp/gemv_bench
     ;;
 fp8k)
-    t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu
+    t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu -lcuda
     t fp8k timeout 300 /tmp/fp8_gemm_bench
     ;;
 dattn)

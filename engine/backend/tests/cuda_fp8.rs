@@ -53,7 +53,7 @@ fn fp8_linears_match_cpu() {
         (1, 2049, 1024),
         (5, 33, 24),
         (9, 64, 96),
-        // Past one chunk with a short last one (gemm_fp8_wg's chunks are 128 values), features
+        // Past one chunk with a short last one (gemm_fp8_tma's chunks are 128 values), features
         // past the last full block, 17 and 40 rows (wgmma n = 32 and 64).
         (17, 768, 400),
         (40, 300, 1040),

@@ -12,5 +12,5 @@
 #include "moe_gemm.cu"
 #include "moe_tc.cu"
 #include "gemm_fp8.cu"
-#include "gemm_fp8_wg.cu"
+#include "gemm_fp8_tma.cu"
 #include "ring.cu"

@@ -65,6 +65,14 @@ mod tests {
                 "NAME",
                 "extern __shared__ __align__(16) unsigned char dsm[]",
             ),
+            // gemm_fp8_tma's producer issues its first stages' weight copies, then waits; its
+            // consumers wait before anything else (gemm_fp8_tma.cu).
+            (
+                "gemm_fp8_tma.cu",
+                "gemm_fp8_tma",
+                "#if defined(__CUDA_ARCH_FEAT_SM90_ALL) extern __shared__ __align__(16) unsigned \
+                 char ft_raw[]",
+            ),
             // The ring's producer streams weights from the start; its consumers wait before
             // reading anything (ring.cu).
             (

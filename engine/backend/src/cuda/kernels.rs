@@ -69,7 +69,7 @@ pub struct Kernels {
     gemv_swiglu: [Vec<CudaFunction>; 2],
     fp8_rows_to_bf16: CudaFunction,
     gemm_fp8: CudaFunction,
-    gemm_fp8_wg: CudaFunction,
+    gemm_fp8_tma: CudaFunction,
     gemm_fp8_reduce: CudaFunction,
     /// Which kernel fp8 matrices past the GEMV rows take (None: off with
     /// HEARTH_FP8_GEMM=dequant, or too little shared memory; dequantized to bf16 for cuBLASLt
@@ -78,7 +78,8 @@ pub struct Kernels {
     /// The blocks that kernel runs at once, its K split's target for one row tile: as many as
     /// the SMs hold, or HEARTH_FP8_GEMM_BLOCKS.
     gemm_fp8_blocks: usize,
-    /// How many clusters of each size gemm_fp8_wg runs at once (measured when it is the kernel).
+    /// How many clusters of each size gemm_fp8_tma runs at once (measured when it is the
+    /// kernel).
     fp8_clusters: gemm_fp8::ClusterSlots,
     rope_write_kv: [CudaFunction; 2],
     /// One row's rope_write_kv + decode attention + merge in one launch, `[group][cache][head_dim
@@ -209,6 +210,7 @@ use attention::{decode_tc_variants, decode_variants};
 pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
 mod gemm_fp8;
+mod tensor_map;
 pub use gemm_fp8::FP8_GEMM_MAX_ROWS;
 mod gemv;
 pub use gemv::GemvNorm;
@@ -298,7 +300,7 @@ impl Kernels {
             ],
             fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
             gemm_fp8: f("gemm_fp8")?,
-            gemm_fp8_wg: f("gemm_fp8_wg")?,
+            gemm_fp8_tma: f("gemm_fp8_tma")?,
             gemm_fp8_reduce: f("gemm_fp8_reduce")?,
             fp8_gemm,
             gemm_fp8_blocks: fp8_blocks,

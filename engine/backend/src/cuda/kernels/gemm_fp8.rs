@@ -1,9 +1,14 @@
-//! gemm_fp8 (cu/gemm_fp8.cu): fp8 matrices past the GEMV rows, read as fp8 by the tensor cores.
+//! gemm_fp8 (cu/gemm_fp8.cu) and gemm_fp8_tma (cu/gemm_fp8_tma.cu): fp8 matrices past the GEMV
+//! rows, read as fp8 by the tensor cores.
 
+use cudarc::driver::sys::CUtensorMapDataType::{
+    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16, CU_TENSOR_MAP_DATA_TYPE_UINT8 as U8,
+};
 use cudarc::driver::{sys, CudaFunction, CudaStream};
 
 use super::super::gemm::Out;
 use super::launch::cluster_attribute;
+use super::tensor_map::TensorMap;
 use super::{flat, Kernels, LaunchConfig};
 use crate::BackendError;
 
@@ -22,20 +27,24 @@ const STAGE_BYTES: usize = FEATURES * (CHUNK + 32) + ROWS * (CHUNK + 32) * 2;
 /// for two blocks an SM on an H100, which the registers are sized for (FG_MIN_BLOCKS).
 const MAX_STAGES: usize = 3;
 const MAX_BLOCKS_PER_SM: usize = 2;
-/// gemm_fp8_wg's tile (FH_FEATURES) and threads (FH_THREADS), chunk (FH_KC in
-/// cu/gemm_fp8_wg.cu) and shared memory (FH_STAGES stages of FH_STAGE_BYTES: weights,
-/// activations as copied, activations as f16): one block an SM.
+/// gemm_fp8_tma's tile (FT_FEATURES) and threads (FT_THREADS: three consumer warpgroups and a
+/// producer warp), chunk (FT_KC in cu/gemm_fp8_tma.cu), activation box (64 values) and shared
+/// memory (FT_SMEM_BYTES: FT_STAGES = 4 stages of weights and activations, 1 KiB for
+/// aligning them, the barriers): one block an SM.
 const WG_FEATURES: usize = 192;
-const WG_THREADS: u32 = 384;
+const WG_THREADS: u32 = 416;
 const WG_CHUNK: usize = 128;
-const WG_SMEM_BYTES: usize = 3 * (WG_FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 4);
-/// What a gemm_fp8_wg block's pipeline ramp costs, in chunks, for its K split.
+const WG_XBOX: usize = 64;
+const WG_STAGES: usize = 4;
+const WG_SMEM_BYTES: usize =
+    WG_STAGES * (WG_FEATURES * WG_CHUNK + ROWS * WG_CHUNK * 2) + 1024 + 2 * WG_STAGES * 8;
+/// What a gemm_fp8_tma block's pipeline ramp costs, in chunks, for its K split.
 const WG_RAMP_CHUNKS: usize = 1;
-/// gemm_fp8_wg's K parts of a tile at most: one cluster, whose blocks add their sums through
+/// gemm_fp8_tma's K parts of a tile at most: one cluster, whose blocks add their sums through
 /// distributed shared memory (8 is the portable cluster size).
 const MAX_CLUSTER: usize = 8;
 
-/// `slots[p]`: how many clusters of p gemm_fp8_wg blocks run at once (`slots[1]`: blocks).
+/// `slots[p]`: how many clusters of p gemm_fp8_tma blocks run at once (`slots[1]`: blocks).
 /// Clusters must fit in one GPC, so an H100's 132 SMs hold 66 of 2 but only 30 of 4 (120
 /// blocks) and 15 of 8.
 pub(super) type ClusterSlots = [usize; MAX_CLUSTER + 1];
@@ -43,7 +52,7 @@ pub(super) type ClusterSlots = [usize; MAX_CLUSTER + 1];
 /// Which kernel multiplies fp8 matrices past the GEMV rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Fp8Gemm {
-    /// gemm_fp8_wg: wgmma (sm_90a, compute capability 9.0), 128-byte chunks, one block an SM.
+    /// gemm_fp8_tma: wgmma fed by TMA (sm_90a, compute capability 9.0), one block an SM.
     Wgmma,
     /// gemm_fp8: mma.sync (every other GPU), with its pipeline stages.
     MmaSync { stages: usize },
@@ -111,7 +120,7 @@ fn split(n: usize, k: usize, target: usize) -> (usize, usize) {
     (chunks.div_ceil(per_part), per_part)
 }
 
-/// gemm_fp8_wg's (parts, chunks a part) for an [n, k] matrix: the parts (a cluster a tile)
+/// gemm_fp8_tma's (parts, chunks a part) for an [n, k] matrix: the parts (a cluster a tile)
 /// whose tiles finish soonest in whole waves of the clusters that fit at once (waves times a
 /// block's chunks plus WG_RAMP_CHUNKS for its pipeline's ramp), the fewest parts of those.
 /// Partial sums written to memory and added by another launch cost as many bytes again as a
@@ -134,7 +143,7 @@ fn split_clusters(n: usize, k: usize, slots: &ClusterSlots) -> (usize, usize) {
         .expect("K has a chunk and one part always fits")
 }
 
-/// How many clusters of 2..=MAX_CLUSTER gemm_fp8_wg blocks the GPU runs at once (0 for a size
+/// How many clusters of 2..=MAX_CLUSTER gemm_fp8_tma blocks the GPU runs at once (0 for a size
 /// the driver refuses), beside `blocks` single blocks.
 pub(super) fn cluster_slots(
     func: &CudaFunction,
@@ -169,7 +178,7 @@ pub(super) fn cluster_slots(
 }
 
 impl Kernels {
-    /// Sets the chosen fp8 GEMM's shared memory limit and, for gemm_fp8_wg, measures how many
+    /// Sets the chosen fp8 GEMM's shared memory limit and, for gemm_fp8_tma, measures how many
     /// clusters of each size it runs at once (at load, before any launch).
     pub(super) fn prepare_fp8_gemm(&mut self) -> Result<(), BackendError> {
         use cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as SMEM;
@@ -178,9 +187,10 @@ impl Kernels {
                 .gemm_fp8
                 .set_attribute(SMEM, (stages * STAGE_BYTES) as i32)?,
             Some(Fp8Gemm::Wgmma) => {
-                self.gemm_fp8_wg.set_attribute(SMEM, WG_SMEM_BYTES as i32)?;
+                self.gemm_fp8_tma
+                    .set_attribute(SMEM, WG_SMEM_BYTES as i32)?;
                 self.fp8_clusters =
-                    cluster_slots(&self.gemm_fp8_wg, &self.stream, self.gemm_fp8_blocks);
+                    cluster_slots(&self.gemm_fp8_tma, &self.stream, self.gemm_fp8_blocks);
             }
             None => {}
         }
@@ -191,8 +201,8 @@ impl Kernels {
     pub fn fp8_gemm_kernel(&self) -> String {
         match self.fp8_gemm {
             Some(Fp8Gemm::Wgmma) => format!(
-                "gemm_fp8_wg on wgmma, K parts added in clusters (clusters of 2..8 blocks at \
-                 once: {:?})",
+                "gemm_fp8_tma on wgmma with TMA copies, K parts added in clusters (clusters of \
+                 2..8 blocks at once: {:?})",
                 &self.fp8_clusters[2..]
             ),
             Some(Fp8Gemm::MmaSync { .. }) => "gemm_fp8 on mma.sync".into(),
@@ -230,7 +240,7 @@ impl Kernels {
     /// y (as `mode` says) = x . (w * scales)^T for x [m, k] bf16, w [n, k] fp8 e4m3 with an f32
     /// scale a row, y [m, n]; `parts` holds `fp8_gemm_parts_bytes(n, k)`. Where K is split, the
     /// parts' sums are added by gemm_fp8_reduce after (gemm_fp8), or by the cluster of a
-    /// tile's parts itself (gemm_fp8_wg).
+    /// tile's parts itself (gemm_fp8_tma).
     pub fn gemm_fp8(
         &self,
         (w, scales, x, y, parts): (u64, u64, u64, u64, u64),
@@ -265,14 +275,17 @@ impl Kernels {
                     block_dim: (WG_THREADS, 1, 1),
                     shared_mem_bytes: WG_SMEM_BYTES as u32,
                 };
-                let mut b = self.launcher(&self.gemm_fp8_wg)?;
+                let wmap = TensorMap::matrix(w, U8, 1, (n, k), (WG_FEATURES, WG_CHUNK))?;
+                let xmap = TensorMap::matrix(x, BF16, 2, (m, k), (ROWS, WG_XBOX))?;
+                let mut b = self.launcher(&self.gemm_fp8_tma)?;
                 b.cluster_z(split as u32);
-                b.arg(&w).arg(&scales).arg(&x).arg(&y).arg(&parts);
+                b.arg(&wmap).arg(&xmap).arg(&scales).arg(&y);
                 b.arg(&m_i).arg(&n_i).arg(&k_i).arg(&pp).arg(&mode);
-                // SAFETY: the arguments follow gemm_fp8_wg's signature in cu/gemm_fp8_wg.cu in
-                // order and type; w, scales, x and y are live allocations of the shapes passed
-                // (the caller's contract above); split_clusters keeps `split` <= MAX_CLUSTER,
-                // one cluster a tile, so parts is never written.
+                // SAFETY: the arguments follow gemm_fp8_tma's signature in cu/gemm_fp8_tma.cu
+                // in order and type (the maps are its FtTensorMap); w, scales, x and y are live
+                // allocations of the shapes passed (the caller's contract above), which the
+                // maps describe; split_clusters keeps `split` <= MAX_CLUSTER, one cluster a
+                // tile.
                 unsafe { b.launch(cfg) }?;
                 return Ok(());
             }

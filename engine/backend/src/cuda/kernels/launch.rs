@@ -10,7 +10,7 @@
 //! HEARTH_PDL=1 keeps it outside graphs only, HEARTH_PDL=0 off everywhere.
 //!
 //! A launch may also group its blocks into thread block clusters (sm_90 and later), which
-//! gemm_fp8_wg uses to add its K parts through distributed shared memory.
+//! gemm_fp8_tma uses to add its K parts through distributed shared memory.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
