@@ -99,6 +99,20 @@ __device__ __forceinline__ uint4 ft_lds16(uint32_t a) {
     return v;
 }
 
+// The weights of chunk k0 for the block's tile into stage st: its FT_FEATURES rows from fb, or
+// for SwiGLU (mode 3, a map of 96-row boxes over [gate; up], nh rows each) gate rows fb .. and
+// up rows nh + fb .. (gate rows past nh read up rows, whose sums are never written; up rows past
+// the matrix read zeros).
+__device__ __forceinline__ void ft_load_w(uint32_t st, const FtTensorMap& wmap, int k0, int fb,
+                                          int nh, int mode, uint32_t bar) {
+    if (mode == 3) {
+        ft_load(st, wmap, k0, fb, bar);
+        ft_load(st + FT_WBYTES / 2, wmap, k0, nh + fb, bar);
+    } else {
+        ft_load(st, wmap, k0, fb, bar);
+    }
+}
+
 // Two e4m3 (bytes 1 and 3 of t; bytes 0 and 2 ignored) as bf16x2 times 2^-4, exactly.
 __device__ __forceinline__ uint32_t ft_bf16x2(uint32_t t) {
     const uint32_t bits = ((t >> 4) & 0x07f007f0u) | (t & 0x80008000u);  // times 2^-120
@@ -259,9 +273,21 @@ __device__ __forceinline__ float4 ft_remote4(uint32_t a, unsigned rank) {
     return v;
 }
 
-// The cluster's blocks (the K parts of one tile, rank = part) each put their sums in shared
-// memory as [row][feature]; then block `rank` adds rows rank, rank + parts, .. over the parts
-// in part order (as gemm_fp8_reduce does) and writes them as mode says.
+// Four floats at shared-memory address `a` summed over the cluster's blocks 0 .. parts - 1 in
+// that order.
+__device__ __forceinline__ float4 ft_part_sum(uint32_t a, unsigned parts) {
+    float4 v = ft_remote4(a, 0);
+    for (unsigned p = 1; p < parts; p++) {
+        const float4 u = ft_remote4(a, p);
+        v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+    }
+    return v;
+}
+
+// The cluster's blocks (the K parts of one tile, rank = part; one block is a cluster of one)
+// each put their sums in shared memory as [row][feature]; then block `rank` adds rows rank,
+// rank + parts, .. over the parts in part order (as gemm_fp8_reduce does) and writes them as
+// mode says (3: SwiGLU, bf16 silu(gate) * up of the tile's 96 features).
 __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], float* tile,
                                                  void* y, const float* __restrict__ scale,
                                                  int fb, int row0, int live, int N, int mode) {
@@ -280,15 +306,27 @@ __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], f
     const unsigned parts = ft_cluster_blocks(), rank = ft_cluster_rank();
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(tile);
     const int mine = (live - (int)rank + (int)parts - 1) / (int)parts;
-    for (int i = threadIdx.x; i < mine * (FT_FEATURES / 4); i += blockDim.x) {
-        const int r = rank + parts * (i / (FT_FEATURES / 4)), f = 4 * (i % (FT_FEATURES / 4));
-        const uint32_t at = base + (r * FT_TSTRIDE + f) * 4;
-        float4 v = ft_remote4(at, 0);
-        for (unsigned p = 1; p < parts; p++) {
-            const float4 u = ft_remote4(at, p);
-            v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-        }
+    // SwiGLU's tile is 96 gate then 96 up features: a thread takes 4 of each.
+    const int groups = mode == 3 ? FT_FEATURES / 8 : FT_FEATURES / 4;
+    for (int i = threadIdx.x; i < mine * groups; i += blockDim.x) {
+        const int r = rank + parts * (i / groups), f = 4 * (i % groups);
+        const float4 v = ft_part_sum(base + (r * FT_TSTRIDE + f) * 4, parts);
         const float s[4] = {v.x, v.y, v.z, v.w};
+        if (mode == 3) {
+            const float4 w = ft_part_sum(base + (r * FT_TSTRIDE + FT_FEATURES / 2 + f) * 4, parts);
+            const float u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = fb + f + e;
+                if (j >= N) continue;
+                // The activations went in times 2^-FG_XSHIFT; silu_mul_pair's arithmetic.
+                const float g = s[e] * (float)(1 << FG_XSHIFT) * scale[j];
+                const float x = u[e] * (float)(1 << FG_XSHIFT) * scale[N + j];
+                reinterpret_cast<bf16*>(y)[(size_t)(row0 + r) * N + j] =
+                    __float2bfloat16(g / (1.f + expf(-g)) * x);
+            }
+            continue;
+        }
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int feat = fb + f + e;
@@ -305,7 +343,10 @@ __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], f
 // threads, FT_SMEM_BYTES of dynamic shared memory, launched in clusters of gridDim.z blocks
 // along z (at most 8; parts of a tile added inside the cluster). wmap: w as a [N, K] uint8
 // tensor, box 128 x FT_FEATURES; xmap: x as a [M, K] bf16 tensor, box 64 x 64; both with the
-// 128-byte swizzle, zeros out of bounds. sm_90a only: elsewhere it does nothing.
+// 128-byte swizzle, zeros out of bounds. Mode 3 (SwiGLU): w is gate and up stored together, N
+// rows each ([2 N, K], box 128 x FT_FEATURES / 2; scale 2 N long), the grid's y covers N in
+// tiles of FT_FEATURES / 2, and y [M, N] bf16 gets silu(x . gate^T) * (x . up^T). sm_90a only:
+// elsewhere it does nothing.
 extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     gemm_fp8_tma(const __grid_constant__ FtTensorMap wmap, const __grid_constant__ FtTensorMap xmap,
                  const float* __restrict__ scale, void* __restrict__ y, int M, int N, int K,
@@ -319,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     const uint32_t empty0 = full0 + 8 * FT_STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * FG_ROWS, live = min(M - row0, FG_ROWS);
-    const int fb = blockIdx.y * FT_FEATURES;
+    const int fb = blockIdx.y * (mode == 3 ? FT_FEATURES / 2 : FT_FEATURES);
     const int chunks = (K + FT_KC - 1) / FT_KC;
     const int c_begin = blockIdx.z * chunks_per_split;
     const int n = max(0, min(c_begin + chunks_per_split, chunks) - c_begin);
@@ -339,7 +380,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
             for (int i = 0; i < ahead; i++) {
                 const uint32_t st = (uint32_t)__cvta_generic_to_shared(smem + i * FT_STAGE_BYTES);
                 ft_expect(full0 + 8 * i, FT_STAGE_BYTES);
-                ft_load(st, wmap, (c_begin + i) * FT_KC, fb, full0 + 8 * i);
+                ft_load_w(st, wmap, (c_begin + i) * FT_KC, fb, N, mode, full0 + 8 * i);
             }
             pdl_wait();
             for (int i = 0; i < n; i++) {
@@ -349,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
                 if (i >= FT_STAGES) {
                     ft_wait(empty0 + 8 * s, ((i / FT_STAGES) & 1) ^ 1);
                     ft_expect(full0 + 8 * s, FT_STAGE_BYTES);
-                    ft_load(st, wmap, k0, fb, full0 + 8 * s);
+                    ft_load_w(st, wmap, k0, fb, N, mode, full0 + 8 * s);
                 }
                 ft_load(st + FT_WBYTES, xmap, k0, row0, full0 + 8 * s);
                 ft_load(st + FT_WBYTES + FT_XBOX, xmap, k0 + 64, row0, full0 + 8 * s);
@@ -370,7 +411,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
         FT_STAMP(2);
     }
     const int f0 = fb + 64 * (warp >> 2) + 16 * (warp & 3);
-    if (ft_cluster_blocks() > 1)
+    if (ft_cluster_blocks() > 1 || mode == 3)
         ft_cluster_write(acc, reinterpret_cast<float*>(smem), y, scale, fb, row0, live, N, mode);
     else if (warp < FT_CWARPS) {
         const float(&a1)[1][FG_NT][4] = reinterpret_cast<const float(&)[1][FG_NT][4]>(acc);

@@ -2,8 +2,8 @@
 //! with the fused Q/K/V and gate/up forms (one read of weights stored back to back), and those
 //! two GEMVs taking the RMS norm before them (folded into one-row launches, through
 //! gemv_norm_stats for more). bf16 matmuls are cuBLASLt's; fp8 matrices take the fp8 GEMVs,
-//! then gemm_fp8 up to FP8_GEMM_MAX_ROWS rows, and past that are dequantized to bf16 for
-//! cuBLASLt.
+//! then gemm_fp8 up to FP8_GEMM_MAX_ROWS rows (on Hopper gate/up with the SwiGLU in the
+//! matmul's epilogue), and past that are dequantized to bf16 for cuBLASLt.
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
@@ -270,6 +270,15 @@ impl CudaBackend {
             // One GEMM over gate and up stored back to back.
             let t0 = self.prof_begin();
             self.ensure_as(out, m * n, true);
+            if gate.scales() != 0 && self.kernels.fp8_swiglu_fits(m, *k) {
+                debug_assert_eq!(n2, 2 * *n, "gate and up of one width");
+                // fp8 on Hopper: the SwiGLU in the matmul's epilogue.
+                let r = self.bf16_copy(x, m * k).and_then(|xs| {
+                    let bufs = (w, gate.scales(), xs, out.ptr);
+                    self.kernels.gemm_fp8_swiglu(bufs, (m, *n, *k))
+                });
+                return self.finish("linear swiglu (matmul, fused)", t0, r);
+            }
             let r = self
                 .fused_buf(m * n2)
                 .and_then(|f| self.weight_gemm((w, gate.scales()), x, f, (m, n2, *k), Out::Bf16))

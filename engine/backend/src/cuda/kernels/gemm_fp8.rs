@@ -237,6 +237,53 @@ impl Kernels {
         }
     }
 
+    /// Whether an fp8 gate/up pair of `rows` rows over `k` columns, stored together, takes
+    /// `gemm_fp8_swiglu` (gemm_fp8_tma's SwiGLU form, on compute capability 9.0).
+    pub fn fp8_swiglu_fits(&self, rows: usize, k: usize) -> bool {
+        self.fp8_gemm == Some(Fp8Gemm::Wgmma) && self.fp8_gemm_fits(rows, k)
+    }
+
+    /// out [m, n] bf16 = silu(x . (gate * scales)^T) * (x . (up * scales)^T) for x [m, k] bf16
+    /// and w the [2 n, k] fp8 matrix of gate then up, `scales` their 2 n row scales: the matmul
+    /// and SwiGLU in one launch, the sums never leaving the SMs. Only where `fp8_swiglu_fits`.
+    pub fn gemm_fp8_swiglu(
+        &self,
+        (w, scales, x, out): (u64, u64, u64, u64),
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            self.fp8_swiglu_fits(m, k),
+            "gemm_fp8_swiglu runs where fp8_swiglu_fits (got {m} x {k})"
+        );
+        if self.skipping() {
+            return Ok(());
+        }
+        // Tiles of half a block's features, gate and up together: the split of the [2 n, k]
+        // matrix, which depends on n and k only.
+        let (split, per_part) = split_clusters(2 * n, k, &self.fp8_clusters);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                m.div_ceil(ROWS) as u32,
+                n.div_ceil(WG_FEATURES / 2) as u32,
+                split as u32,
+            ),
+            block_dim: (WG_THREADS, 1, 1),
+            shared_mem_bytes: WG_SMEM_BYTES as u32,
+        };
+        let wmap = TensorMap::matrix(w, U8, 1, (2 * n, k), (WG_FEATURES / 2, WG_CHUNK))?;
+        let xmap = TensorMap::matrix(x, BF16, 2, (m, k), (ROWS, WG_XBOX))?;
+        let (m_i, n_i, k_i, pp, mode) = (m as i32, n as i32, k as i32, per_part as i32, 3i32);
+        let mut b = self.launcher(&self.gemm_fp8_tma)?;
+        b.cluster_z(split as u32);
+        b.arg(&wmap).arg(&xmap).arg(&scales).arg(&out);
+        b.arg(&m_i).arg(&n_i).arg(&k_i).arg(&pp).arg(&mode);
+        // SAFETY: the arguments follow gemm_fp8_tma's signature in cu/gemm_fp8_tma.cu in order
+        // and type, mode 3 (SwiGLU): w holds 2 n rows of k fp8 values with 2 n scales, x m rows
+        // of k bf16 values, out m rows of n bf16 values (the caller's contract above), which
+        // the maps describe; split_clusters keeps `split` <= MAX_CLUSTER.
+        unsafe { b.launch(cfg) }
+    }
+
     /// y (as `mode` says) = x . (w * scales)^T for x [m, k] bf16, w [n, k] fp8 e4m3 with an f32
     /// scale a row, y [m, n]; `parts` holds `fp8_gemm_parts_bytes(n, k)`. Where K is split, the
     /// parts' sums are added by gemm_fp8_reduce after (gemm_fp8), or by the cluster of a
