@@ -374,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     __syncthreads();
     float acc[FG_NT][4] = {};
     if (warp == FT_CWARPS) {
-        if (warp == FT_CWARPS && lane == 0) {
+        if (lane == 0) {
             // The weights first (constant, so before the wait), then the activations.
             const int ahead = min(n, FT_STAGES);
             for (int i = 0; i < ahead; i++) {
