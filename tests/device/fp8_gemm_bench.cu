@@ -190,8 +190,9 @@ int main() {
             split_waves(s.n, s.k, sms * fw_per_sm, &fw_parts, &fw_per, FW_KC, FW_FEATURES);
             const dim3 fg_grid((m + 63) / 64, (s.n + FG_FEATURES - 1) / FG_FEATURES, fg_parts);
             const int red_blocks = std::min((m * s.n + 255) / 256, 4 * sms);
-            // gemm_fp8_tma's split (split_clusters): the parts (a cluster a tile, at most 8) whose tiles finish
-            // soonest in whole waves of the clusters that fit at once, the fewest of those.
+            // gemm_fp8_tma's split (split_clusters): the parts (a cluster a tile, at most 8)
+            // whose tiles finish soonest in whole waves of the clusters that fit at once, the
+            // fewest of those.
             int cl_parts = 1, cl_per = 0;
             {
                 const int tiles = (s.n + FT_FEATURES - 1) / FT_FEATURES;

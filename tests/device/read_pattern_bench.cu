@@ -87,8 +87,8 @@ int main() {
     uint8_t* xact;  // 64 activation rows of K bf16
     CK(cudaMalloc(&xact, (size_t)64 * K * 2));
     CK(cudaMemset(xact, 1, (size_t)64 * K * 2));
-    // parts_override: K split into that many parts (gemm_fp8_wg's 4 for this shape, before gemm_fp8_tma); xr: the
-    // kernel's activation rows.
+    // parts_override: K split into that many parts (gemm_fp8_wg's 4 for this shape, before
+    // gemm_fp8_tma); xr: the kernel's activation rows.
     auto run = [&](auto kernel, int R, int C, int S, bool tiled, int blocks_per_sm,
                    int parts_override = 0, int xr = 0) {
         // One block an SM asked for: enough shared memory that a second does not fit.
@@ -130,8 +130,9 @@ int main() {
     run(read_tiles<64, 512, 3, false>, 64, 512, 3, false, 2);
     run(read_tiles<64, 256, 4, false>, 64, 256, 4, false, 4);
     run(read_tiles<256, 64, 3, false>, 256, 64, 3, false, 1);
-    // gemm_fp8_wg's shape of work (before gemm_fp8_tma): 128-byte chunks, 3 stages, one block an SM, gate+up in 4
-    // parts (3 waves); then with its 64 activation rows copied beside the weights.
+    // gemm_fp8_wg's shape of work (before gemm_fp8_tma): 128-byte chunks, 3 stages, one block
+    // an SM, gate+up in 4 parts (3 waves); then with its 64 activation rows copied beside the
+    // weights.
     run(read_tiles<256, 128, 3, false>, 256, 128, 3, false, 1, 4);
     run(read_tiles<256, 128, 3, false, 64>, 256, 128, 3, false, 1, 4, 64);
     run(read_tiles<256, 128, 3, false, 64>, 256, 128, 3, false, 1, 0, 64);
