@@ -105,9 +105,9 @@ struct Case {
 
 template <typename T>
 void run_case(const Case& cs, double copy, const char* dtype,
-              void (*attn)(const float*, const T*, const T*, float*, float2*, float*,
+              void (*attn)(const float*, const T*, const T*, void*, float2*, float*,
                            const uint32_t*, const uint32_t*, const uint32_t*, const uint32_t*,
-                           int, int, int, float)) {
+                           int, int, int, float, int)) {
     const int rows = cs.rows;
     std::vector<int> ctx(rows);
     size_t keys = 0, pages = 0;
@@ -177,13 +177,13 @@ void run_case(const Case& cs, double copy, const char* dtype,
     }
     const auto launch = [&](int c) {
         attn<<<dim3(rows, NKV, DATTN_GRID_Z), DTC_WARPS * 32, smem>>>(
-            q, kc, vc, out, ml, acc, d_rows, d_tok, infos[c], d_tables, NH, NKV, BS, scale);
+            q, kc, vc, out, ml, acc, d_rows, d_tok, infos[c], d_tables, NH, NKV, BS, scale, 0);
         if (rows <= 8)
             attn_decode_merge_wide<<<dim3(rows, NH), 128>>>(ml, acc, out, d_rows, d_tok, infos[c],
-                                                            NH, HD, DTC_SPLIT_MIN);
+                                                            NH, HD, DTC_SPLIT_MIN, 0);
         else
             attn_decode_merge<<<dim3(rows, NH), 128>>>(ml, acc, out, d_rows, d_tok, infos[c], NH,
-                                                       HD, DTC_SPLIT_MIN);
+                                                       HD, DTC_SPLIT_MIN, 0);
     };
     launch(0);
     CK(cudaGetLastError());

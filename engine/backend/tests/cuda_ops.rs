@@ -607,8 +607,17 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
         );
         let same_bits =
             |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        // The tensor-core kernel's 16-row launch writes bf16 (for the o-projection's GEMM,
+        // which would round the f32 output of a row alone the same way): the row alone's f32
+        // rounded.
+        let alone = gpu.to_host(&o1);
+        let alone = if hd == 64 || hd == 128 {
+            bf(&alone)
+        } else {
+            alone
+        };
         assert!(
-            same_bits(&gpu.to_host(&o1), &rows[..n_heads * hd]),
+            same_bits(&alone, &rows[..n_heads * hd]),
             "head_dim {hd}: a row alone must match its bits in a batch"
         );
         // And in a launch of 64 rows (the most a decode attention launch takes).

@@ -167,7 +167,7 @@ ATTN_DECODE_ALL(attn_decode_fp8, fp8)
 template <bool WIDE>
 __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_ml,
                                                 const float* __restrict__ part_acc,
-                                                float* __restrict__ out,
+                                                void* __restrict__ out, int out_bf16,
                                                 const uint32_t* __restrict__ rows,
                                                 const uint32_t* __restrict__ tok_seq,
                                                 const uint32_t* __restrict__ seq_info,
@@ -199,7 +199,8 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
 #pragma unroll
             for (int s = 0; s < DEC_MAX_SPLITS; s++)
                 if (s < n_split && ml[s].y > 0.f) o = __fmaf_rn(a[s], __expf(ml[s].x - M), o);
-            out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+            store_act(out, ((size_t)t * n_heads + h) * head_dim + d, L > 0.f ? o / L : 0.f,
+                      out_bf16);
         }
     } else {
         float M = -INFINITY;
@@ -216,23 +217,26 @@ __device__ __forceinline__ void attn_merge_head(const float2* __restrict__ part_
                 if (ml.y > 0.f)
                     o = __fmaf_rn(__ldcg(part_acc + (ph + s) * head_dim + d), __expf(ml.x - M), o);
             }
-            out[((size_t)t * n_heads + h) * head_dim + d] = L > 0.f ? o / L : 0.f;
+            store_act(out, ((size_t)t * n_heads + h) * head_dim + d, L > 0.f ? o / L : 0.f,
+                      out_bf16);
         }
     }
 }
 
 // Merges the splits of rows with more than one (in split order); split_min is the split kernel's.
+// `out` is f32, or bf16 when out_bf16 (rows of the tensor-core split kernel only).
 // Grid: (rows, n_heads). The _wide form is for launches of few rows (attn_merge_head).
 #define ATTN_DECODE_MERGE(NAME, WIDE)                                                             \
     extern "C" __global__ void NAME(const float2* __restrict__ part_ml,                           \
-                                    const float* __restrict__ part_acc, float* __restrict__ out,  \
+                                    const float* __restrict__ part_acc, void* __restrict__ out,   \
                                     const uint32_t* __restrict__ rows,                            \
                                     const uint32_t* __restrict__ tok_seq,                         \
                                     const uint32_t* __restrict__ seq_info, int n_heads,           \
-                                    int head_dim, int split_min) {                                \
+                                    int head_dim, int split_min, int out_bf16) {                  \
         pdl_begin();                                                                              \
-        attn_merge_head<WIDE>(part_ml, part_acc, out, rows, tok_seq, seq_info, n_heads, head_dim, \
-                              split_min, blockIdx.x, blockIdx.y, threadIdx.x, blockDim.x);        \
+        attn_merge_head<WIDE>(part_ml, part_acc, out, out_bf16, rows, tok_seq, seq_info, n_heads, \
+                              head_dim, split_min, blockIdx.x, blockIdx.y, threadIdx.x,           \
+                              blockDim.x);                                                        \
     }
 ATTN_DECODE_MERGE(attn_decode_merge, false)
 ATTN_DECODE_MERGE(attn_decode_merge_wide, true)

@@ -18,7 +18,8 @@
 //
 // The split count depends only on the row's own number of visible keys, the warps' share of the
 // keys is fixed, and every reduction runs in a fixed order: a row's numerics do not depend on
-// what else is in the step. A padded row (context_len 0) gets zeros.
+// what else is in the step. A padded row (context_len 0) gets zeros. The output is f32, or bf16
+// when the launch asks (out_bf16; attn_decode_merge writes rows of several splits the same way).
 // Grid: (rows, n_kv_heads, DEC_MAX_SPLITS), DTC_WARPS * 32 threads, DtcSmem<HD, T>::BYTES of
 // dynamic shared memory (the launcher computes the same). head_dim is HD (64 or 128).
 #include <math.h>
@@ -144,12 +145,13 @@ __device__ __forceinline__ int dtc_first_tiles_end(const DtcWork& w, int warp) {
 // KV group ([G][HD] floats, from global memory, or shared with Q_SMEM), run by the
 // DTC_WARPS * 32 threads numbered `tid` that `sync` (a barrier of exactly those threads) joins,
 // with `dsm` (S::BYTES) as their shared memory. NQ: the group's tiles of 8 query heads (1 for
-// G <= 8, 2 for G <= 16).
+// G <= 8, 2 for G <= 16). A row's output (of one split) goes to `out` in f32, or in bf16 when
+// out_bf16 (then it only feeds the o-projection's GEMM); partial outputs are f32.
 template <int HD, typename T, bool Q_SMEM, int NQ, class Sync>
 __device__ __forceinline__ void attn_decode_tc_core(
-    const float* qg, const T* __restrict__ kc, const T* __restrict__ vc, float* __restrict__ out,
-    float2* __restrict__ part_ml, float* __restrict__ part_acc, const DtcWork& w, int n_heads,
-    int n_kv_heads, int block_size, float scale, int i, int kvh, int split, int tid,
+    const float* qg, const T* __restrict__ kc, const T* __restrict__ vc, void* __restrict__ out,
+    int out_bf16, float2* __restrict__ part_ml, float* __restrict__ part_acc, const DtcWork& w,
+    int n_heads, int n_kv_heads, int block_size, float scale, int i, int kvh, int split, int tid,
     unsigned char* dsm, Sync sync) {
     using S = DtcSmem<HD, T>;
     using Mma = MmaFor<T>;
@@ -375,7 +377,7 @@ __device__ __forceinline__ void attn_decode_tc_core(
         }
         const size_t ph = (size_t)i * n_heads + h;
         if (n_split == 1) {
-            out[((size_t)t * n_heads + h) * HD + d] = L > 0.f ? acc / L : 0.f;
+            store_act(out, ((size_t)t * n_heads + h) * HD + d, L > 0.f ? acc / L : 0.f, out_bf16);
         } else {
             part_acc[(ph * DEC_MAX_SPLITS + split) * HD + d] = acc;
             // The merge kernel works in natural-log units.
@@ -394,11 +396,11 @@ __device__ __forceinline__ void attn_decode_tc_core(
 template <int HD, typename T, int NQ, bool PDL, class Sync>
 __device__ __forceinline__ void attn_decode_tc_body(
     const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,
-    float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
-    const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
-    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables, int n_heads,
-    int n_kv_heads, int block_size, float scale, int i, int kvh, int split, int tid,
-    unsigned char* dsm, Sync sync) {
+    void* __restrict__ out, int out_bf16, float2* __restrict__ part_ml,
+    float* __restrict__ part_acc, const uint32_t* __restrict__ rows,
+    const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
+    const uint32_t* __restrict__ block_tables, int n_heads, int n_kv_heads, int block_size,
+    float scale, int i, int kvh, int split, int tid, unsigned char* dsm, Sync sync) {
     const DtcWork w = dtc_work(rows, tok_seq, seq_info, block_tables, i, split);
     if (split >= w.n_split) return;
     const int warp = tid >> 5;
@@ -410,23 +412,23 @@ __device__ __forceinline__ void attn_decode_tc_body(
     if (warp < w.n_tiles && !early)
         dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, tid & 31);
     const float* qg = q + ((size_t)w.t * n_heads + kvh * (n_heads / n_kv_heads)) * HD;
-    attn_decode_tc_core<HD, T, false, NQ>(qg, kc, vc, out, part_ml, part_acc, w, n_heads,
-                                           n_kv_heads, block_size, scale, i, kvh, split, tid, dsm,
-                                           sync);
+    attn_decode_tc_core<HD, T, false, NQ>(qg, kc, vc, out, out_bf16, part_ml, part_acc, w,
+                                           n_heads, n_kv_heads, block_size, scale, i, kvh, split,
+                                           tid, dsm, sync);
 }
 
 #define ATTN_DECODE_TC(NAME, T, HD, NQ)                                                           \
     extern "C" __global__ void DTC_BOUNDS(NQ) NAME##_##HD(                                         \
         const float* __restrict__ q, const T* __restrict__ kc, const T* __restrict__ vc,          \
-        float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
+        void* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,       \
         const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
         const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
-        int n_heads, int n_kv_heads, int block_size, float scale) {                               \
+        int n_heads, int n_kv_heads, int block_size, float scale, int out_bf16) {                 \
         extern __shared__ __align__(16) unsigned char dsm[];                                      \
-        attn_decode_tc_body<HD, T, NQ, true>(q, kc, vc, out, part_ml, part_acc, rows, tok_seq,    \
-                                             seq_info, block_tables, n_heads, n_kv_heads,         \
-                                             block_size, scale, blockIdx.x, blockIdx.y,           \
-                                             blockIdx.z, threadIdx.x, dsm,                        \
+        attn_decode_tc_body<HD, T, NQ, true>(q, kc, vc, out, out_bf16, part_ml, part_acc, rows,   \
+                                             tok_seq, seq_info, block_tables, n_heads,            \
+                                             n_kv_heads, block_size, scale, blockIdx.x,           \
+                                             blockIdx.y, blockIdx.z, threadIdx.x, dsm,            \
                                              [] { __syncthreads(); });                            \
     }
 // For KV groups of up to 8 query heads, and (_g16) of 9 to 16.
@@ -546,7 +548,7 @@ __device__ __forceinline__ void attn_decode_tc_rope(
     }
     if (warp < w.n_tiles && !early)
         dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
-    attn_decode_tc_core<HD, T, true, NQ>(qs, kc, vc, out, part_ml, part_acc, w, n_heads,
+    attn_decode_tc_core<HD, T, true, NQ>(qs, kc, vc, out, 0, part_ml, part_acc, w, n_heads,
                                           n_kv_heads, block_size, scale, 0, kvh, split, tid, dsm,
                                           [] { __syncthreads(); });
     if (w.n_split == 1) return;

@@ -98,6 +98,14 @@ __device__ __forceinline__ void kv8_to_f32(const fp8* p, float* f) {
     fp8x8_to_f32(__ldg(reinterpret_cast<const uint2*>(p)), f);
 }
 
+// out[i] = v as f32, or as bf16 when out_bf16.
+__device__ __forceinline__ void store_act(void* out, size_t i, float v, int out_bf16) {
+    if (out_bf16)
+        static_cast<bf16*>(out)[i] = __float2bfloat16(v);
+    else
+        static_cast<float*>(out)[i] = v;
+}
+
 // One f32 value into a KV cache element.
 __device__ __forceinline__ void kv_store(bf16* p, float v) { *p = __float2bfloat16(v); }
 __device__ __forceinline__ void kv_store(fp8* p, float v) {

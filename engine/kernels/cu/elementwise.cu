@@ -5,14 +5,6 @@
 // conversion pass. Weights of matrices are bf16, norm weights and biases f32.
 #include "common.cuh"
 
-// out[i] = v as f32, or as bf16 when out_bf16.
-__device__ __forceinline__ void store_act(void* out, size_t i, float v, int out_bf16) {
-    if (out_bf16)
-        static_cast<bf16*>(out)[i] = __float2bfloat16(v);
-    else
-        static_cast<float*>(out)[i] = v;
-}
-
 // out[r, :] = table[ids[r], :]. Grid: rows.
 extern "C" __global__ void embedding(const bf16* __restrict__ table, const uint32_t* __restrict__ ids,
                                      float* __restrict__ out, int cols) {

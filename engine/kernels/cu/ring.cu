@@ -420,7 +420,7 @@ __device__ __forceinline__ void ring_attn_block(const RingAttn& a, int kvh, int 
                                                 unsigned char* smem) {
     const auto run = [&](auto nq) {
         attn_decode_tc_body<HD, T, decltype(nq)::value, false>(
-            a.q, static_cast<const T*>(a.kc), static_cast<const T*>(a.vc), a.out, a.part_ml,
+            a.q, static_cast<const T*>(a.kc), static_cast<const T*>(a.vc), a.out, 0, a.part_ml,
             a.part_acc, a.rows, a.tok_seq, a.seq_info, a.block_tables, a.n_heads, a.n_kv_heads,
             a.block_size, a.scale, 0, kvh, split, threadIdx.x, smem, RingAttnSync());
     };
@@ -467,7 +467,7 @@ __device__ __forceinline__ void ring_attention(const RingStep& s, unsigned char*
         }
     } else {
         for (int h = blockIdx.x; h < a.n_heads; h += gridDim.x)
-            attn_merge_head<true>(a.part_ml, a.part_acc, a.out, a.rows, a.tok_seq, a.seq_info,
+            attn_merge_head<true>(a.part_ml, a.part_acc, a.out, 0, a.rows, a.tok_seq, a.seq_info,
                                   a.n_heads, a.head_dim, DTC_SPLIT_MIN, 0, h, threadIdx.x,
                                   RING_CW * 32);
     }

@@ -119,12 +119,14 @@ impl CudaBackend {
         out: &mut CudaBuf,
     ) {
         let t0 = self.prof_begin();
-        // A step of long prefill chunks only (no rows for the decode kernels) gets its output
-        // in bf16 from the tensor-core kernel, sparing the o-projection's GEMM a conversion.
+        // Where the o-projection is a GEMM (bf16 inputs), the tensor-core kernels write the
+        // output in bf16, sparing it a conversion pass: the prefill tiles', and the decode
+        // rows' and their split merge's where the rows take the tensor-core decode kernel.
         let rows = q.len / (shape.n_heads * shape.head_dim);
-        let out_bf16 = step.n_short_rows == 0
+        let out_bf16 = matmul_input_bf16(rows)
             && Kernels::tc_attention_supports(shape.head_dim)
-            && matmul_input_bf16(rows);
+            && (step.n_short_rows == 0
+                || Kernels::decode_tc_supports(shape.n_heads, shape.n_kv_heads, shape.head_dim));
         self.ensure_as(out, q.len, out_bf16);
         let a = Self::attn_launch(cache, layer, q, shape, step, (out.ptr, out_bf16));
         let d = shape.head_dim;

@@ -164,13 +164,13 @@ impl Kernels {
         n_rows: usize,
         parts: u64,
     ) -> Result<(), BackendError> {
-        assert!(
-            !a.out_bf16 || n_rows == 0,
-            "decode attention writes f32 rows"
-        );
         if Self::decode_tc_supports(a.n_heads, a.n_kv_heads, a.head_dim) {
             return self.attention_decode_tc(a, rows, n_rows, parts);
         }
+        assert!(
+            !a.out_bf16 || n_rows == 0,
+            "the CUDA-core decode attention writes f32 rows"
+        );
         assert!(
             Self::decode_attention_supports(a.head_dim),
             "decode attention: head_dim {}",
@@ -244,6 +244,7 @@ impl Kernels {
             return Ok(());
         }
         let [nh, nkv, _, bs] = a.layout();
+        let ob = i32::from(a.out_bf16);
         let ml = parts;
         let acc = parts + ml_bytes as u64;
         let f = &self.attn_decode_tc[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
@@ -272,7 +273,8 @@ impl Kernels {
                 nh,
                 nkv,
                 bs,
-                a.scale
+                a.scale,
+                ob
             )?;
             self.decode_merge(a, (rows, n), parts, DECODE_TC_SPLIT_MIN)?;
         }
@@ -292,6 +294,7 @@ impl Kernels {
         let [nh, _, hd, _] = a.layout();
         let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
         let wide = n as usize <= DECODE_MERGE_WIDE_ROWS;
+        let ob = i32::from(a.out_bf16);
         launch!(
             @fn self,
             &self.attn_decode_merge[usize::from(wide)],
@@ -304,7 +307,8 @@ impl Kernels {
             a.seq_info,
             nh,
             hd,
-            split_min
+            split_min,
+            ob
         )
     }
 
@@ -482,7 +486,7 @@ pub struct AttnLaunch {
     pub scale: f32,
     /// fp8 e4m3 caches (else bf16).
     pub fp8: bool,
-    /// `out` is bf16 (else f32): only the tensor-core prefill kernel writes bf16, so a step
-    /// asks for it only when that kernel writes every row.
+    /// `out` is bf16 (else f32): the tensor-core kernels (prefill tiles, decode rows and their
+    /// split merge) write bf16, so a step asks for it only when those write every row.
     pub out_bf16: bool,
 }
