@@ -217,7 +217,7 @@ int main() {
             auto run_ft = [&](int wi) {
                 ClusterLaunch cl(cl_grid, FT_SMEM_BYTES);
                 CK(cudaLaunchKernelEx(&cl.cfg, gemm_fp8_tma, wmaps[wi], xmap, (const float*)ws,
-                                      (void*)y, m, s.n, s.k, cl_per, 0));
+                                      (void*)y, m, s.n, s.k, cl_per, 0, FtQkv{}));
             };
             const dim3 fw_grid((m + 63) / 64, (s.n + 255) / 256, fw_parts);
             auto run_fg = [&](const uint8_t* wi) {

@@ -46,6 +46,14 @@ struct __align__(64) FtTensorMap {
     unsigned long long v[16];
 };
 
+// Where mode 4 (Q/K/V) writes: features below n0 to y ([M, n0] f32), below n0 + n1 to k
+// ([M, n1]), the rest to v ([M, N - n0 - n1]).
+struct FtQkv {
+    float* k;
+    float* v;
+    int n0, n1;
+};
+
 #ifdef FT_TIMELINE  // the bench's per-block timeline: entry, first stage in, main loop done, end
 __device__ unsigned long long ft_tl[1024][4];
 #define FT_STAMP(i)                                                                     \
@@ -287,10 +295,12 @@ __device__ __forceinline__ float4 ft_part_sum(uint32_t a, unsigned parts) {
 // The cluster's blocks (the K parts of one tile, rank = part; one block is a cluster of one)
 // each put their sums in shared memory as [row][feature]; then block `rank` adds rows rank,
 // rank + parts, .. over the parts in part order (as gemm_fp8_reduce does) and writes them as
-// mode says (3: SwiGLU, bf16 silu(gate) * up of the tile's 96 features).
+// mode says (3: SwiGLU, bf16 silu(gate) * up of the tile's 96 features; 4: Q/K/V apart, as
+// qkv says).
 __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], float* tile,
                                                  void* y, const float* __restrict__ scale,
-                                                 int fb, int row0, int live, int N, int mode) {
+                                                 int fb, int row0, int live, int N, int mode,
+                                                 const FtQkv& qkv) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int f0 = 64 * (warp >> 2) + 16 * (warp & 3) + g;
     __syncthreads();  // every consumer's products have read their last stage
@@ -330,9 +340,17 @@ __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], f
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int feat = fb + f + e;
-            if (feat < N)
-                fg_store(y, (size_t)(row0 + r) * N + feat,
-                         s[e] * (float)(1 << FG_XSHIFT) * scale[feat], mode);
+            if (feat >= N) continue;
+            const float v = s[e] * (float)(1 << FG_XSHIFT) * scale[feat];
+            const size_t row = row0 + r;
+            if (mode != 4)
+                fg_store(y, row * N + feat, v, mode);
+            else if (feat < qkv.n0)
+                reinterpret_cast<float*>(y)[row * qkv.n0 + feat] = v;
+            else if (feat < qkv.n0 + qkv.n1)
+                qkv.k[row * qkv.n1 + feat - qkv.n0] = v;
+            else
+                qkv.v[row * (N - qkv.n0 - qkv.n1) + feat - qkv.n0 - qkv.n1] = v;
         }
     }
     ft_cluster_sync();  // no block leaves while another still reads its sums
@@ -345,12 +363,14 @@ __device__ __forceinline__ void ft_cluster_write(const float (&acc)[FG_NT][4], f
 // tensor, box 128 x FT_FEATURES; xmap: x as a [M, K] bf16 tensor, box 64 x 64; both with the
 // 128-byte swizzle, zeros out of bounds. Mode 3 (SwiGLU): w is gate and up stored together, N
 // rows each ([2 N, K], box 128 x FT_FEATURES / 2; scale 2 N long), the grid's y covers N in
-// tiles of FT_FEATURES / 2, and y [M, N] bf16 gets silu(x . gate^T) * (x . up^T). sm_90a only:
-// elsewhere it does nothing.
+// tiles of FT_FEATURES / 2, and y [M, N] bf16 gets silu(x . gate^T) * (x . up^T). Mode 4
+// (Q/K/V): w is the three matrices stored together and the sums go, f32, to y, k and v apart
+// (FtQkv; the split the fused GEMM's output would take after). sm_90a only: elsewhere it does
+// nothing.
 extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
     gemm_fp8_tma(const __grid_constant__ FtTensorMap wmap, const __grid_constant__ FtTensorMap xmap,
                  const float* __restrict__ scale, void* __restrict__ y, int M, int N, int K,
-                 int chunks_per_split, int mode) {
+                 int chunks_per_split, int mode, FtQkv qkv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(16) unsigned char ft_raw[];
     FT_STAMP(0);
@@ -411,8 +431,9 @@ extern "C" __global__ void __launch_bounds__(FT_THREADS, 1)
         FT_STAMP(2);
     }
     const int f0 = fb + 64 * (warp >> 2) + 16 * (warp & 3);
-    if (ft_cluster_blocks() > 1 || mode == 3)
-        ft_cluster_write(acc, reinterpret_cast<float*>(smem), y, scale, fb, row0, live, N, mode);
+    if (ft_cluster_blocks() > 1 || mode >= 3)
+        ft_cluster_write(acc, reinterpret_cast<float*>(smem), y, scale, fb, row0, live, N, mode,
+                         qkv);
     else if (warp < FT_CWARPS) {
         const float(&a1)[1][FG_NT][4] = reinterpret_cast<const float(&)[1][FG_NT][4]>(acc);
         if (mode == 1)

@@ -116,12 +116,21 @@ impl CudaBackend {
         if let (true, Some((w, n, _))) = (fused, contiguous(&ws)) {
             // One GEMM over the three matrices stored back to back, then split.
             let t0 = self.prof_begin();
-            let fused = self.fused_buf(m * n);
             let mut dst = [(0u64, 0u64, 0usize); 3];
             for (i, out) in outs.into_iter().enumerate() {
                 self.ensure(out, m * shapes[i].1);
                 dst[i] = (out.ptr, biases.map_or(0, |b| b[i].ptr()), shapes[i].1);
             }
+            let scales = ws[0].scales();
+            if biases.is_none() && scales != 0 && self.kernels.fp8_epilogue_fits(m, k) {
+                // fp8 on Hopper: the matmul writes q, k and v itself.
+                let r = self.bf16_copy(x, m * k).and_then(|xs| {
+                    let outs = dst.map(|(ptr, _, cols)| (ptr, cols));
+                    self.kernels.gemm_fp8_qkv((w, scales, xs), outs, (m, k))
+                });
+                return self.finish("linear qkv (matmul, fused)", t0, r);
+            }
+            let fused = self.fused_buf(m * n);
             let r = fused
                 .and_then(|f| self.weight_gemm((w, ws[0].scales()), x, f, (m, n, k), Out::F32))
                 .and_then(|f| self.kernels.split_qkv(f, dst, m));
@@ -270,7 +279,7 @@ impl CudaBackend {
             // One GEMM over gate and up stored back to back.
             let t0 = self.prof_begin();
             self.ensure_as(out, m * n, true);
-            if gate.scales() != 0 && self.kernels.fp8_swiglu_fits(m, *k) {
+            if gate.scales() != 0 && self.kernels.fp8_epilogue_fits(m, *k) {
                 debug_assert_eq!(n2, 2 * *n, "gate and up of one width");
                 // fp8 on Hopper: the SwiGLU in the matmul's epilogue.
                 let r = self.bf16_copy(x, m * k).and_then(|xs| {

@@ -4,7 +4,7 @@
 use cudarc::driver::sys::CUtensorMapDataType::{
     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16, CU_TENSOR_MAP_DATA_TYPE_UINT8 as U8,
 };
-use cudarc::driver::{sys, CudaFunction, CudaStream};
+use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr};
 
 use super::super::gemm::Out;
 use super::launch::cluster_attribute;
@@ -43,6 +43,37 @@ const WG_RAMP_CHUNKS: usize = 1;
 /// gemm_fp8_tma's K parts of a tile at most: one cluster, whose blocks add their sums through
 /// distributed shared memory (8 is the portable cluster size).
 const MAX_CLUSTER: usize = 8;
+
+/// gemm_fp8_tma's output: `mode` (0 f32, 1 bf16, 2 added to f32, 3 SwiGLU, 4 Q/K/V apart) and,
+/// for mode 4, where K and V go.
+struct TmaOut {
+    mode: i32,
+    qkv: FtQkv,
+}
+
+impl TmaOut {
+    fn mode(mode: i32) -> Self {
+        TmaOut {
+            mode,
+            qkv: FtQkv::default(),
+        }
+    }
+}
+
+/// The kernel's FtQkv: mode 4 writes features below n0 to y ([m, n0] f32), below n0 + n1 to k
+/// ([m, n1]), the rest to v.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct FtQkv {
+    k: u64,
+    v: u64,
+    n0: i32,
+    n1: i32,
+}
+
+// SAFETY: two device addresses and two i32, laid out as the kernel's struct (8-byte aligned, 24
+// bytes); the driver copies them as they are.
+unsafe impl DeviceRepr for FtQkv {}
 
 /// `slots[p]`: how many clusters of p gemm_fp8_tma blocks run at once (`slots[1]`: blocks).
 /// Clusters must fit in one GPC, so an H100's 132 SMs hold 66 of 2 but only 30 of 4 (120
@@ -237,50 +268,101 @@ impl Kernels {
         }
     }
 
-    /// Whether an fp8 gate/up pair of `rows` rows over `k` columns, stored together, takes
-    /// `gemm_fp8_swiglu` (gemm_fp8_tma's SwiGLU form, on compute capability 9.0).
-    pub fn fp8_swiglu_fits(&self, rows: usize, k: usize) -> bool {
+    /// Whether fp8 matrices of `rows` rows over `k` columns stored together take
+    /// gemm_fp8_tma's fused epilogues (compute capability 9.0): `gemm_fp8_swiglu` for a gate/up
+    /// pair, `gemm_fp8_qkv` for Q/K/V.
+    pub fn fp8_epilogue_fits(&self, rows: usize, k: usize) -> bool {
         self.fp8_gemm == Some(Fp8Gemm::Wgmma) && self.fp8_gemm_fits(rows, k)
     }
 
     /// out [m, n] bf16 = silu(x . (gate * scales)^T) * (x . (up * scales)^T) for x [m, k] bf16
     /// and w the [2 n, k] fp8 matrix of gate then up, `scales` their 2 n row scales: the matmul
-    /// and SwiGLU in one launch, the sums never leaving the SMs. Only where `fp8_swiglu_fits`.
+    /// and SwiGLU in one launch, the sums never leaving the SMs. Only where `fp8_epilogue_fits`.
     pub fn gemm_fp8_swiglu(
         &self,
         (w, scales, x, out): (u64, u64, u64, u64),
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), BackendError> {
         assert!(
-            self.fp8_swiglu_fits(m, k),
-            "gemm_fp8_swiglu runs where fp8_swiglu_fits (got {m} x {k})"
+            self.fp8_epilogue_fits(m, k),
+            "gemm_fp8_swiglu runs where fp8_epilogue_fits (got {m} x {k})"
         );
-        if self.skipping() {
-            return Ok(());
-        }
         // Tiles of half a block's features, gate and up together: the split of the [2 n, k]
         // matrix, which depends on n and k only.
         let (split, per_part) = split_clusters(2 * n, k, &self.fp8_clusters);
+        let grid = (m.div_ceil(ROWS), n.div_ceil(WG_FEATURES / 2), split);
+        let wmap = TensorMap::matrix(w, U8, 1, (2 * n, k), (WG_FEATURES / 2, WG_CHUNK))?;
+        self.launch_tma(
+            (wmap, scales, x, out),
+            grid,
+            (m, n, k, per_part),
+            TmaOut::mode(3),
+        )
+    }
+
+    /// q [m, nq], k [m, nk] and v [m, nv], f32, = x . (w * scales)^T for x [m, k] bf16 and w
+    /// the [nq + nk + nv, k] fp8 matrix of Q, K and V stored together: the matmul writing each
+    /// part where it goes (no split pass). Only where `fp8_epilogue_fits`.
+    pub fn gemm_fp8_qkv(
+        &self,
+        (w, scales, x): (u64, u64, u64),
+        [(q, nq), (kp, nk), (v, nv)]: [(u64, usize); 3],
+        (m, k): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            self.fp8_epilogue_fits(m, k),
+            "gemm_fp8_qkv runs where fp8_epilogue_fits (got {m} x {k})"
+        );
+        let n = nq + nk + nv;
+        let (split, per_part) = split_clusters(n, k, &self.fp8_clusters);
+        let grid = (m.div_ceil(ROWS), n.div_ceil(WG_FEATURES), split);
+        let wmap = TensorMap::matrix(w, U8, 1, (n, k), (WG_FEATURES, WG_CHUNK))?;
+        let out = TmaOut {
+            mode: 4,
+            qkv: FtQkv {
+                k: kp,
+                v,
+                n0: nq as i32,
+                n1: nk as i32,
+            },
+        };
+        self.launch_tma((wmap, scales, x, q), grid, (m, n, k, per_part), out)
+    }
+
+    /// One gemm_fp8_tma launch: `grid` (row tiles, feature tiles, K parts), clusters along its
+    /// z, `wmap` describing the weights as the mode's tiles take them; y [m, n] (or as `out`
+    /// says).
+    fn launch_tma(
+        &self,
+        (wmap, scales, x, y): (TensorMap, u64, u64, u64),
+        grid: (usize, usize, usize),
+        (m, n, k, per_part): (usize, usize, usize, usize),
+        out: TmaOut,
+    ) -> Result<(), BackendError> {
+        if self.skipping() {
+            return Ok(());
+        }
         let cfg = LaunchConfig {
-            grid_dim: (
-                m.div_ceil(ROWS) as u32,
-                n.div_ceil(WG_FEATURES / 2) as u32,
-                split as u32,
-            ),
+            grid_dim: (grid.0 as u32, grid.1 as u32, grid.2 as u32),
             block_dim: (WG_THREADS, 1, 1),
             shared_mem_bytes: WG_SMEM_BYTES as u32,
         };
-        let wmap = TensorMap::matrix(w, U8, 1, (2 * n, k), (WG_FEATURES / 2, WG_CHUNK))?;
         let xmap = TensorMap::matrix(x, BF16, 2, (m, k), (ROWS, WG_XBOX))?;
-        let (m_i, n_i, k_i, pp, mode) = (m as i32, n as i32, k as i32, per_part as i32, 3i32);
+        let (m_i, n_i, k_i, pp) = (m as i32, n as i32, k as i32, per_part as i32);
         let mut b = self.launcher(&self.gemm_fp8_tma)?;
-        b.cluster_z(split as u32);
-        b.arg(&wmap).arg(&xmap).arg(&scales).arg(&out);
-        b.arg(&m_i).arg(&n_i).arg(&k_i).arg(&pp).arg(&mode);
+        b.cluster_z(grid.2 as u32);
+        b.arg(&wmap).arg(&xmap).arg(&scales).arg(&y);
+        b.arg(&m_i)
+            .arg(&n_i)
+            .arg(&k_i)
+            .arg(&pp)
+            .arg(&out.mode)
+            .arg(&out.qkv);
         // SAFETY: the arguments follow gemm_fp8_tma's signature in cu/gemm_fp8_tma.cu in order
-        // and type, mode 3 (SwiGLU): w holds 2 n rows of k fp8 values with 2 n scales, x m rows
-        // of k bf16 values, out m rows of n bf16 values (the caller's contract above), which
-        // the maps describe; split_clusters keeps `split` <= MAX_CLUSTER.
+        // and type (the maps are its FtTensorMap, out.qkv its FtQkv); the weights, scales, x
+        // and the outputs are live allocations of the shapes the mode takes (the callers'
+        // contracts), which the maps describe; split_clusters keeps the K parts <=
+        // MAX_CLUSTER, one cluster a tile.
         unsafe { b.launch(cfg) }
     }
 
@@ -314,27 +396,14 @@ impl Kernels {
         let grid_dim = (grid.0 as u32, grid.1 as u32, split as u32);
         match kernel {
             Fp8Gemm::Wgmma => {
-                if self.skipping() {
-                    return Ok(());
-                }
-                let cfg = LaunchConfig {
-                    grid_dim,
-                    block_dim: (WG_THREADS, 1, 1),
-                    shared_mem_bytes: WG_SMEM_BYTES as u32,
-                };
                 let wmap = TensorMap::matrix(w, U8, 1, (n, k), (WG_FEATURES, WG_CHUNK))?;
-                let xmap = TensorMap::matrix(x, BF16, 2, (m, k), (ROWS, WG_XBOX))?;
-                let mut b = self.launcher(&self.gemm_fp8_tma)?;
-                b.cluster_z(split as u32);
-                b.arg(&wmap).arg(&xmap).arg(&scales).arg(&y);
-                b.arg(&m_i).arg(&n_i).arg(&k_i).arg(&pp).arg(&mode);
-                // SAFETY: the arguments follow gemm_fp8_tma's signature in cu/gemm_fp8_tma.cu
-                // in order and type (the maps are its FtTensorMap); w, scales, x and y are live
-                // allocations of the shapes passed (the caller's contract above), which the
-                // maps describe; split_clusters keeps `split` <= MAX_CLUSTER, one cluster a
-                // tile.
-                unsafe { b.launch(cfg) }?;
-                return Ok(());
+                let grid = (grid.0, grid.1, split);
+                return self.launch_tma(
+                    (wmap, scales, x, y),
+                    grid,
+                    (m, n, k, per_part),
+                    TmaOut::mode(mode),
+                );
             }
             Fp8Gemm::MmaSync { stages } => {
                 let stages_i = stages as i32;
