@@ -287,6 +287,9 @@ impl Kernels {
             self.fp8_epilogue_fits(m, k),
             "gemm_fp8_swiglu runs where fp8_epilogue_fits (got {m} x {k})"
         );
+        if self.skipping() {
+            return Ok(());
+        }
         // Tiles of half a block's features, gate and up together: the split of the [2 n, k]
         // matrix, which depends on n and k only.
         let (split, per_part) = split_clusters(2 * n, k, &self.fp8_clusters);
@@ -313,6 +316,9 @@ impl Kernels {
             self.fp8_epilogue_fits(m, k),
             "gemm_fp8_qkv runs where fp8_epilogue_fits (got {m} x {k})"
         );
+        if self.skipping() {
+            return Ok(());
+        }
         let n = nq + nk + nv;
         let (split, per_part) = split_clusters(n, k, &self.fp8_clusters);
         let grid = (m.div_ceil(ROWS), n.div_ceil(WG_FEATURES), split);
@@ -331,7 +337,7 @@ impl Kernels {
 
     /// One gemm_fp8_tma launch: `grid` (row tiles, feature tiles, K parts), clusters along its
     /// z, `wmap` describing the weights as the mode's tiles take them; y [m, n] (or as `out`
-    /// says).
+    /// says). The callers return before encoding maps where launches are skipped.
     fn launch_tma(
         &self,
         (wmap, scales, x, y): (TensorMap, u64, u64, u64),
@@ -339,9 +345,6 @@ impl Kernels {
         (m, n, k, per_part): (usize, usize, usize, usize),
         out: TmaOut,
     ) -> Result<(), BackendError> {
-        if self.skipping() {
-            return Ok(());
-        }
         let cfg = LaunchConfig {
             grid_dim: (grid.0 as u32, grid.1 as u32, grid.2 as u32),
             block_dim: (WG_THREADS, 1, 1),
@@ -396,6 +399,9 @@ impl Kernels {
         let grid_dim = (grid.0 as u32, grid.1 as u32, split as u32);
         match kernel {
             Fp8Gemm::Wgmma => {
+                if self.skipping() {
+                    return Ok(());
+                }
                 let wmap = TensorMap::matrix(w, U8, 1, (n, k), (WG_FEATURES, WG_CHUNK))?;
                 let grid = (grid.0, grid.1, split);
                 return self.launch_tma(
