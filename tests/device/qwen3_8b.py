@@ -4,13 +4,17 @@ make DIR TOKENIZER_DIR   write a random Qwen3-8B-shaped bf16 checkpoint (hidden 
                          32 q / 8 kv heads, head_dim 128, intermediate 12288, vocab 151936) with
                          transformers, plus the real Qwen3 tokenizer, unless DIR already has it
 reference DIR OUT.json   transformers' logits for every position of two prompts (in f32 on the
-                         same bf16 weights) and 16 greedy tokens, in check-logits' format
+                         same bf16 weights) and 16 greedy tokens each, in check-logits' format
 roofline DIR             device-to-device copy bandwidth, bytes read per decoded token (all weights
                          but the input embedding) and the implied batch-1 decode ceiling; also with
                          the layers' linear matrices in fp8 with an f32 scale a row
                          (`quantization: fp8`; the head and norms stay as they are)
 reference-fp8 DIR OUT    the same on the layers' linear matrices quantized as `quantization: fp8`
                          stores them (and dequantized to f32): the reference of our fp8 logits
+long-fp8 DIR OUT         reference-fp8's format for one 300-token prompt (its last 16 positions'
+                         logits): past 128 rows, where the engine's fp8 matmuls are W8A8
+long-w8a8 DIR OUT        the same with the engine's W8A8 emulated: in forward passes of more than
+                         128 rows each linear's input rows quantized to e4m3 with a scale a row
 hf-decode DIR N          transformers' own batch-1 greedy decode speed (bf16, N tokens)
 """
 import json
@@ -64,22 +68,51 @@ def fake_quant_fp8(m):
                 p.copy_(q.to(torch.float32) * scale)
 
 
-def reference(d, out, fp8=False):
+W8A8_MIN_ROWS = 129
+
+
+def fake_quant_rows(x):
+    """x's rows as the engine's W8A8 multiplies them: each row's largest magnitude over 448 as
+    its scale, the row times its inverse rounded to e4m3, times the scale."""
+    scale = x.abs().amax(dim=-1, keepdim=True) / 448.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = (x * (1.0 / scale)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return q.to(x.dtype) * scale
+
+
+def w8a8_inputs(m):
+    """Quantizes the layers' linear inputs as the engine's W8A8 does, in forward passes of more
+    than 128 rows (a prompt's prefill; decode steps stay as they are)."""
+    def hook(_module, args):
+        x = args[0]
+        rows = x.numel() // x.shape[-1]
+        return (fake_quant_rows(x),) + args[1:] if rows >= W8A8_MIN_ROWS else None
+    for name, mod in m.named_modules():
+        if ".layers." in name and name.endswith("_proj") and isinstance(mod, torch.nn.Linear):
+            mod.register_forward_pre_hook(hook)
+
+
+def reference(d, out, fp8=False, w8a8=False, long=False):
     m = load(d, torch.float32)
     if fp8:
         fake_quant_fp8(m)
+    if w8a8:
+        w8a8_inputs(m)
     prompts = [[9707, 11, 1052, 374, 264, 1273, 315, 279, 7006, 22875, 1849, 13, 576, 3974, 13876, 38835],
                [785, 6722, 315, 9625, 374]]
+    if long:
+        prompts = [[(1000 + 7919 * i) % 150000 for i in range(300)]]
     cases = []
     with torch.no_grad():
         for p in prompts:
             ids = torch.tensor([p], device="cuda")
-            logits = m(ids).logits[0].float().cpu()
+            logits = m(ids).logits[0].float().cpu()[-16:]
             g = m.generate(ids, max_new_tokens=16, do_sample=False)[0, len(p):].tolist()
             cases.append({"prompt": p, "logits": [[round(x, 5) for x in r] for r in logits.tolist()],
                           "greedy": g})
     if fp8:
-        json.dump({"dtype": "float32 compute on fp8-quantized (fake-quant) weights",
+        what = " and, past 128 rows, W8A8's quantized inputs" if w8a8 else ""
+        json.dump({"dtype": "float32 compute on fp8-quantized (fake-quant) weights" + what,
                    "cases": cases}, open(out, "w"))
         print(f"{out}: {len(cases)} cases on fp8 weights")
         return
@@ -90,7 +123,7 @@ def reference(d, out, fp8=False):
         for c in cases:
             ids = torch.tensor([c["prompt"]], device="cuda")
             ref = torch.tensor(c["logits"])
-            got = mb(ids).logits[0].float().cpu()
+            got = mb(ids).logits[0].float().cpu()[-16:]
             worst = max(worst, ((got - ref).abs().max() / ref.abs().max()).item())
     import transformers
     json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
@@ -164,6 +197,10 @@ if __name__ == "__main__":
         reference(sys.argv[2], sys.argv[3])
     elif cmd == "reference-fp8":
         reference(sys.argv[2], sys.argv[3], fp8=True)
+    elif cmd == "long-fp8":
+        reference(sys.argv[2], sys.argv[3], fp8=True, long=True)
+    elif cmd == "long-w8a8":
+        reference(sys.argv[2], sys.argv[3], fp8=True, w8a8=True, long=True)
     elif cmd == "roofline":
         roofline(sys.argv[2])
     elif cmd == "hf-decode":

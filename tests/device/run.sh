@@ -63,6 +63,15 @@
 #   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_tma (on
 #            wgmma, TMA copies) and the wgmma W8A8 experiment, Qwen3-8B shapes
 #            (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
+#   w8a8     fp8 weights past gemm_fp8's rows as W8A8 against dequantized for cuBLASLt: the fp8
+#            op tests, memcheck, fp8 logits vs transformers, pp8192 and the engine in process
+#            (pack.sh cuda_fp8)
+#   ppl      SmolLM2 (a real trained model) perplexity over the repo's docs (ctx 1,024, 40
+#            chunks): its GGUF as is on CUDA, fp8 weights dequantized past 128 rows
+#            (HEARTH_FP8_W8A8=0) and W8A8, and fp8 on the CPU (needs the GGUF's parts)
+#   fp8pre   prefill-sized matmuls of fp8 weights through cuBLASLt (1,024-8,192 rows, Qwen3-8B
+#            shapes): weights dequantized to bf16 (today's path) against W8A8 on the fp8 tensor
+#            cores, scales applied by cuBLASLt or by a pass (tests/device/fp8_prefill_bench.cu)
 #   dattn    decode attention alone (attn_decode_tc + merge, Qwen3-8B heads, bf16 and fp8, 1-128
 #            rows) with each of its compile-time settings in DATTN_VARIANTS ("NAME:-DX=1 -DY=2;
 #            NAME:-I dir" with another attention_decode_tc.cu in dir; default the kernel as it
@@ -92,8 +101,12 @@ done
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 TOK=/tmp/qwen3-tokenizer
 [ -e devbin/qwen3-tokenizer ] && mkdir -p $TOK && cp devbin/qwen3-tokenizer/tokenizer_config.json $TOK/ && xz -dc devbin/qwen3-tokenizer/tokenizer.json.xz > $TOK/tokenizer.json
+# SmolLM2's GGUF (98 MB) travels in parts over calls while the machine stays warm: smol.part1
+# in devbin/ (beside the engine), smol.part2, part3, .. in devbin2/ (`split -b` of it, sized to
+# the carry); /tmp/smol.gguf is the parts so far, whole once the last one came.
 [ -e devbin/smol.part1 ] && cp devbin/smol.part1 /tmp/smol.part1
-[ -e devbin2/smol.part2 ] && [ -e /tmp/smol.part1 ] && cat /tmp/smol.part1 devbin2/smol.part2 > /tmp/smol.gguf
+for p in devbin2/smol.part*; do [ -e "$p" ] && cp "$p" /tmp/; done
+[ -e devbin2/smol.part2 ] || [ -e devbin2/smol.part3 ] && cat /tmp/smol.part* > /tmp/smol.gguf
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 E="$B/hearth-engine"
 t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1; local rc=$?; printf '%-14s rc=%s %6.1fs\n' "$name" $rc "$(awk "BEGIN{print $(date +%s.%N) - $s}")" | tee -a "$OUT/summary.txt"; tail -n 25 "$OUT/$name.txt"; return $rc; }
@@ -272,6 +285,46 @@ fp8w)
     t fp8w_prefill "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
     t fp8w_serve "$E" bench --model /tmp/q8b --quantization fp8 --concurrency 1,8,64 --serve-prompt 1000 --serve-gen 500
     ;;
+w8a8)
+    # fp8 weights past gemm_fp8's rows as W8A8 (cuBLASLt fp8 x fp8 with outer-vector scales)
+    # against the dequantized path (HEARTH_FP8_W8A8=0): the fp8 op tests and memcheck, the
+    # Qwen3-8B shape's fp8 logits vs transformers (its 300-token case runs W8A8), then pp8192 and
+    # the engine in process (fp8 KV cache, 1,000-token prompts, 500 outputs, W8A8_CONCURRENCY,
+    # default 32,64) with each in turn, W8A8_ROUNDS times (default 1), in this one command.
+    HEARTH_TEST_CUDA=1 t cuda_fp8 "$B/cuda_fp8" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
+    make_models q8b
+    [ -e /tmp/q8b-ref-fp8.json ] || t reference_fp8 python3 tests/device/qwen3_8b.py reference-fp8 /tmp/q8b /tmp/q8b-ref-fp8.json
+    t check_logits_fp8 "$E" check-logits --model /tmp/q8b --quantization fp8 --reference /tmp/q8b-ref-fp8.json --tolerance 0.08
+    # A 300-token prompt (W8A8 past 128 rows) against transformers on the same fp8 weights with
+    # W8A8's quantized inputs emulated and without: reported, not judged (this random 36-layer
+    # model amplifies noise at that length: transformers' own emulation moves its logits 43%).
+    [ -e /tmp/q8b-long-fp8.json ] || t long_fp8 python3 tests/device/qwen3_8b.py long-fp8 /tmp/q8b /tmp/q8b-long-fp8.json
+    [ -e /tmp/q8b-long-w8a8.json ] || t long_w8a8 python3 tests/device/qwen3_8b.py long-w8a8 /tmp/q8b /tmp/q8b-long-w8a8.json
+    for v in w8a8 fp8; do
+        t "check_long_${v}" "$E" check-logits --model /tmp/q8b --quantization fp8 --reference "/tmp/q8b-long-$v.json" --tolerance 1
+        HEARTH_FP8_W8A8=0 t "check_long_${v}_dequant" "$E" check-logits --model /tmp/q8b --quantization fp8 --reference "/tmp/q8b-long-$v.json" --tolerance 1
+    done
+    printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 4096, max_num_seqs: 64}\n' > /tmp/q8b-kv.yaml
+    for i in $(seq "${W8A8_ROUNDS:-1}"); do
+        for v in w8a8 dequant; do
+            set -- HEARTH_FP8_W8A8=1
+            [ $v = dequant ] && set -- HEARTH_FP8_W8A8=0
+            t "w8a8_pp_${v}_$i" env "$@" "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
+            t "w8a8_serve_${v}_$i" env "$@" "$E" bench --spec /tmp/q8b-kv.yaml --quantization fp8 --concurrency "${W8A8_CONCURRENCY:-32,64}" --serve-prompt 1000 --serve-gen 500
+        done
+    done
+    grep -H -E "^\| [0-9]+ \||pp8192" "$OUT"/w8a8_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+ppl)
+    cat README.md docs/*.md > /tmp/ppl-text.md
+    ppl() { t "ppl_$1" env "$2" "$E" perplexity --model /tmp/smol.gguf --file /tmp/ppl-text.md --ctx 1024 --chunks 40 "${@:3}"; }
+    ppl gguf_cuda HEARTH_FP8_W8A8=1 --device cuda
+    ppl fp8_dequant_cuda HEARTH_FP8_W8A8=0 --device cuda --quantization fp8
+    ppl fp8_w8a8_cuda HEARTH_FP8_W8A8=1 --device cuda --quantization fp8
+    ppl fp8_cpu HEARTH_FP8_W8A8=1 --device cpu --quantization fp8
+    grep -h "^perplexity" "$OUT"/ppl_*.txt | tee -a "$OUT/summary.txt"
+    ;;
 fp8gemm)
     # gemm_fp8 (fp8 matrices past the GEMV rows on the tensor cores): the fp8 op tests, memcheck,
     # the Qwen3-8B shape's fp8 logits vs transformers on the same fp8 values, then the engine in
@@ -311,10 +364,13 @@ ncu)
     grep -E "^  [a-z_0-9]+|DRAM Throughput|Duration|Compute \(SM\) Throughput" "$OUT/ncu_tg.txt" | head -120 > "$OUT/ncu_summary.txt"
     ;;
 serve)
-    # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16) and engine build in
+    # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16) and engine in
     # HEARTH_SERVE_ENGINES (default "new"; "old" is devbin/hearth-engine-old, pack.sh's
-    # OLD_ENGINE).
-    for eng in ${HEARTH_SERVE_ENGINES:-new}; do
+    # OLD_ENGINE; "NAME:VAR=value,VAR=value" runs the new one with those settings).
+    for engine in ${HEARTH_SERVE_ENGINES:-new}; do
+    eng=${engine%%:*}
+    envs=()
+    [[ "$engine" == *:* ]] && read -ra envs <<< "$(tr , ' ' <<< "${engine#*:}")"
     SE="$E"
     [ "$eng" = old ] && SE="$B/hearth-engine-old"
     for kv in ${HEARTH_SERVE_KV:-auto}; do
@@ -326,7 +382,7 @@ engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utiliza
 server: {host: 127.0.0.1, port: 8321}
 YAML
     echo "== serve ($eng), kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
-    s=$(date +%s.%N); "$SE" serve --spec /tmp/q8b-serve.yaml > "$OUT/serve_log_${eng}_$kv.txt" 2>&1 & pid=$!
+    s=$(date +%s.%N); env "${envs[@]}" "$SE" serve --spec /tmp/q8b-serve.yaml > "$OUT/serve_log_${eng}_$kv.txt" 2>&1 & pid=$!
     until curl -sf localhost:8321/ready > /dev/null; do sleep 0.1; kill -0 $pid 2>/dev/null || break; done
     echo "cold start to /ready: $(awk "BEGIN{print $(date +%s.%N) - $s}") s" | tee -a "$OUT/summary.txt"
     grep -i "phase" "$OUT/serve_log_${eng}_$kv.txt" | tee -a "$OUT/summary.txt"
@@ -367,6 +423,10 @@ gemvk)
 fp8k)
     t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu -lcuda
     t fp8k timeout 300 /tmp/fp8_gemm_bench
+    ;;
+fp8pre)
+    t fp8pre_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_prefill_bench tests/device/fp8_prefill_bench.cu -lcublasLt
+    t fp8pre timeout 300 /tmp/fp8_prefill_bench
     ;;
 dattn)
     IFS=';' read -ra DV <<< "${DATTN_VARIANTS:-base:}"

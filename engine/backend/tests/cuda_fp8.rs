@@ -2,16 +2,19 @@
 //! which dequantizes the same bytes to f32: the fp8 GEMVs (1-8 rows: one matrix, into the
 //! residual stream, Q/K/V, SwiGLU, the RMS norm folded in or from gemv_norm_stats) and, past the
 //! GEMV rows gemm_fp8 on the tensor cores (up to 128 rows and K % 16 == 0; K split in parts for
-//! narrow matrices) and past those the matrices dequantized to bf16 for cuBLASLt (fused when
-//! uploaded as a group). A row's outputs have the same bits alone and among 2-8 rows, and among
-//! 12-128 rows (gemm_fp8).
+//! narrow matrices) and past those W8A8 (x's rows quantized to e4m3 with a scale each, cuBLASLt's
+//! fp8 matmul) where the GPU's cuBLASLt has it, else the matrices dequantized to bf16 for
+//! cuBLASLt (fused when uploaded as a group). A row's outputs have the same bits alone and among
+//! 2-8 rows, and among 12-128 rows (gemm_fp8).
 //!
 //! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances: the
 //! GEMVs compute in f32 on the exact fp8 values (1e-3, summation order); past 8 rows the inputs
-//! are bf16 (8e-3; the dequantized weights past 128 rows too).
+//! are bf16 (8e-3; the dequantized weights past 128 rows too), and for W8A8 the CPU multiplies
+//! the same quantized rows (8e-3: the fp8 tensor cores' accumulation).
 #![cfg(feature = "cuda")]
 #![allow(clippy::unwrap_used)]
 
+use hearth_backend::quant::fp8::{dequantize_rows, quantize_rows};
 use hearth_backend::{Backend, CpuBackend, CudaBackend, HostWeight};
 
 mod common;
@@ -32,6 +35,23 @@ fn fp8_group(cpu: &CpuBackend, gpu: &CudaBackend, k: usize, parts: &[(usize, u64
         cpu.upload_group(ws.clone()).unwrap(),
         gpu.upload_group(ws).unwrap(),
     )
+}
+
+/// What the GPU's matmul of m rows of x [m, k] multiplies: x itself (the GEMVs), x in bf16 (past
+/// them), and past gemm_fp8's rows, where the GPU takes W8A8, x's rows quantized as weight rows
+/// are (`quantization: fp8`).
+fn gemm_input(gpu: &CudaBackend, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+    match m {
+        ..=8 => x.to_vec(),
+        9..=128 => bf(x),
+        _ if gpu.fp8_w8a8() && k.is_multiple_of(16) => {
+            let (bytes, scales) = quantize_rows(m, k, |r, row| {
+                row.copy_from_slice(&x[r * k..(r + 1) * k]);
+            });
+            dequantize_rows(&bytes, &scales, k)
+        }
+        _ => bf(x),
+    }
 }
 
 fn tolerance(m: usize) -> f32 {
@@ -67,7 +87,7 @@ fn fp8_linears_match_cpu() {
         let bias = HostWeight::f32("b", vec![n], rand(n, 2));
         let (bc, bg) = (cpu.upload(bias.clone()).unwrap(), gpu.upload(bias).unwrap());
         let x = rand(m * k, 3);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let xc = gemm_input(&gpu, &x, m, k);
         let kinds = vec![false; m];
         let mut oc = cpu.buf(0);
         cpu.linear(&xc, &kinds, &wc[0], Some(&bc), &mut oc);
@@ -103,7 +123,7 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
     let (mut alone, mut alone_tc): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (Vec::new(), Vec::new());
     for m in [1, 2, 5, 8, 12, 64, 100, 128, 200] {
         let x = rand(m * k, 36);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let xc = gemm_input(&gpu, &x, m, k);
         let kinds = vec![false; m];
         let (mut q, mut kk, mut v) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
         cpu.linear_qkv(
@@ -118,7 +138,11 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
         // The same with the RMS norm before them, on the CPU as a norm then the linears.
         let mut h = cpu.buf(0);
         cpu.rms_norm(&x, &nc, 1e-6, &mut h);
-        let hc = if m > 8 { bf(&h) } else { h.clone() };
+        let hc = if m > 8 {
+            gemm_input(&gpu, &bf(&h), m, k)
+        } else {
+            h.clone()
+        };
         let (mut nq_c, mut nk_c, mut nv_c, mut nsw_c) =
             (cpu.buf(0), cpu.buf(0), cpu.buf(0), cpu.buf(0));
         cpu.linear_qkv(

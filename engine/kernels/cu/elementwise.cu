@@ -135,6 +135,43 @@ extern "C" __global__ void f32_to_bf16(const float* __restrict__ x, bf16* __rest
         y[i] = __float2bfloat16(x[i]);
 }
 
+// Each row of x [rows, cols] (f32, or bf16 with x_bf16) as fp8 e4m3 and a scale: the row's
+// largest magnitude over 448 (1 for a zero row), the values times its inverse rounded to the
+// nearest e4m3 (saturating), as `quantization: fp8` stores a weight row. The activations of the
+// fp8 tensor-core matmuls past gemm_fp8's rows (W8A8): a row's bytes never depend on the other
+// rows. A block a row, 4 values a thread a step (cols % 4 == 0); the second pass reads the row
+// again from L1/L2.
+__device__ __forceinline__ float4 load4_act(const void* x, size_t i, int x_bf16) {
+    if (!x_bf16) return *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(x) + i);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+extern "C" __global__ void quantize_rows_fp8(const void* __restrict__ x, int x_bf16,
+                                             uint8_t* __restrict__ q, float* __restrict__ scales,
+                                             int cols) {
+    pdl_begin();
+    const size_t row = (size_t)blockIdx.x * cols;
+    float mx = 0.f;
+    for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
+        const float4 v = load4_act(x, row + c, x_bf16);
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    mx = block_max(mx);
+    const float s = mx > 0.f ? mx / 448.f : 1.f;
+    const float inv = 1.f / s;
+    for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
+        const float4 v = load4_act(x, row + c, x_bf16);
+        const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv),
+                                                     __NV_SATFINITE, __NV_E4M3);
+        const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv),
+                                                     __NV_SATFINITE, __NV_E4M3);
+        *reinterpret_cast<uint32_t*>(q + row + c) = lo | hi << 16;
+    }
+    if (threadIdx.x == 0) scales[blockIdx.x] = s;
+}
+
 // out[i, :] = x[rows[i], :], each of x and out f32 or bf16. Grid: gathered rows.
 extern "C" __global__ void gather_rows(const void* __restrict__ x, const uint32_t* __restrict__ rows,
                                        void* __restrict__ out, int cols, int in_bf16,

@@ -123,7 +123,7 @@ pub fn load_model_with<B: Backend + 'static>(
     };
     if opts.fp8 {
         let dense = arch.moe.is_none() && !matches!(arch.attention, crate::decoder::AttnArch::Mla);
-        if !dense || src.gguf().is_some() {
+        if !dense {
             return Err(LoadError::Unsupported {
                 path: path.to_path_buf(),
                 what: format!(
@@ -132,7 +132,8 @@ pub fn load_model_with<B: Backend + 'static>(
                     src.describe()
                 ),
                 supported: "fp8 quantizes the dense architectures (LlamaForCausalLM, \
-                            Qwen2ForCausalLM, Qwen3ForCausalLM) from unquantized safetensors"
+                            Qwen2ForCausalLM, Qwen3ForCausalLM), from safetensors or GGUF (a \
+                            GGUF's quantized matrices are dequantized first)"
                     .into(),
             });
         }

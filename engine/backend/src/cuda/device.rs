@@ -56,9 +56,11 @@ impl CudaBackend {
         let module = ctx.load_module(Ptx::from_binary(kernel_image()?))?;
         let kernels = Kernels::load(&module, stream.clone())?;
         let device_name = ctx.name()?;
+        let gemm = Gemm::new(stream.clone())?;
+        let w8a8 = gemm.fp8_rows();
         let state = State {
             arena: Arena::new(stream.clone()),
-            gemm: Gemm::new(stream.clone())?,
+            gemm,
             step: step::Staging::default(),
             scratch: None,
             fused: None,
@@ -84,11 +86,19 @@ impl CudaBackend {
             stream,
             kernels,
             device_name,
+            w8a8,
             state: Mutex::new(state),
             graphs_allowed,
             graphs: std::sync::atomic::AtomicBool::new(false),
             profile,
         })
+    }
+
+    /// Whether fp8 matrices past gemm_fp8's rows run as W8A8 (activations quantized to e4m3 a
+    /// row at a time, cuBLASLt's fp8 matmul with outer-vector scales): this cuBLASLt and GPU
+    /// have it and HEARTH_FP8_W8A8 is not 0.
+    pub fn fp8_w8a8(&self) -> bool {
+        self.w8a8
     }
 
     /// The weight ring's (launches, batch-1 decode graph captures) so far (HEARTH_RING_DECODE=1;

@@ -8,6 +8,11 @@
 //!
 //! cuBLASLt is column-major: row-major y[m, n] is column-major y^T [n, m] = W (column-major
 //! [k, n], transposed) . x^T (column-major [k, m]).
+//!
+//! fp8 (W8A8, `run_fp8`): W and x both e4m3 with an f32 scale a row of each, multiplied on the
+//! fp8 tensor cores with the scales applied by cuBLASLt's outer-vector scale modes (cuBLASLt
+//! 12.9 and later, Hopper and later; `fp8_rows` says whether this library and GPU have them) and
+//! fast accumulation, as vLLM's fp8 matmuls.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -24,6 +29,9 @@ const WORKSPACE_BYTES: usize = 32 << 20;
 const AUTOTUNE_MAX_ROWS: usize = 256;
 /// Candidates asked of the heuristic for autotuning.
 const CANDIDATES: usize = 8;
+/// cublasLtMatmulMatrixScale_t's CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (cuBLASLt 12.9; the
+/// 12.8 bindings the backend builds against do not name it): an f32 scale a row of the operand.
+const SCALE_OUTER_VEC_32F: i32 = 3;
 
 struct Plan {
     desc: sys::cublasLtMatmulDesc_t,
@@ -38,6 +46,7 @@ pub struct Gemm {
     stream: Arc<CudaStream>,
     workspace: CudaSlice<u8>,
     plans: HashMap<Shape, Plan>,
+    fp8_rows: bool,
 }
 
 /// What a GEMM does with y.
@@ -64,6 +73,8 @@ struct Shape {
     batch: usize,
     offsets: [usize; 3],
     out: Out,
+    /// e4m3 operands with a scale a row (W8A8), else bf16.
+    fp8: bool,
 }
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
@@ -74,27 +85,87 @@ fn err(what: &str, e: impl std::fmt::Debug) -> BackendError {
     BackendError::Cuda(format!("cuBLASLt {what}: {e:?}"))
 }
 
+/// Sets a matmul descriptor's attribute to `value` (read by value, its size).
+fn set_desc<T>(
+    desc: sys::cublasLtMatmulDesc_t,
+    attr: sys::cublasLtMatmulDescAttributes_t,
+    value: &T,
+    what: &str,
+) -> Result<(), BackendError> {
+    // SAFETY: desc is a live descriptor; cuBLASLt copies size_of::<T>() bytes from value, the
+    // type the attribute takes (each caller's).
+    unsafe {
+        result::set_matmul_desc_attribute(
+            desc,
+            attr,
+            value as *const T as *const c_void,
+            std::mem::size_of::<T>(),
+        )
+    }
+    .map_err(|e| err(what, e))
+}
+
+/// Destroys a plan's descriptors (each once).
+fn destroy(p: Plan) {
+    // SAFETY: each handle was created by Gemm::describe and is not used after this.
+    unsafe {
+        let _ = result::destroy_matrix_layout(p.a);
+        let _ = result::destroy_matrix_layout(p.b);
+        let _ = result::destroy_matrix_layout(p.d);
+        let _ = result::destroy_matmul_desc(p.desc);
+    }
+}
+
 impl Gemm {
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let handle = result::create_handle().map_err(|e| err("create handle", e))?;
         let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES)?;
-        Ok(Gemm {
+        let mut gemm = Gemm {
             handle,
             stream,
             workspace,
             plans: HashMap::new(),
-        })
+            fp8_rows: false,
+        };
+        gemm.fp8_rows = std::env::var("HEARTH_FP8_W8A8").as_deref() != Ok("0") && gemm.probe_fp8();
+        Ok(gemm)
     }
 
-    fn plan(&mut self, shape: Shape, bufs: [u64; 3]) -> Result<&Plan, BackendError> {
-        if !self.plans.contains_key(&shape) {
-            let plan = self.make_plan(shape, bufs)?;
-            self.plans.insert(shape, plan);
-        }
-        Ok(&self.plans[&shape])
+    /// Whether fp8 matmuls with a scale a row (`run_fp8`) run here: this cuBLASLt and GPU have
+    /// the outer-vector scale modes (HEARTH_FP8_W8A8=0 says no).
+    pub fn fp8_rows(&self) -> bool {
+        self.fp8_rows
     }
 
-    fn make_plan(&self, shape: Shape, [w, x, y]: [u64; 3]) -> Result<Plan, BackendError> {
+    /// Asks the heuristic for a W8A8 matmul of a prefill-like shape (the workspace stands in
+    /// for the scale vectors: the heuristic reads no data).
+    fn probe_fp8(&self) -> bool {
+        let shape = Shape {
+            m: 256,
+            n: 256,
+            k: 256,
+            ldw: 256,
+            ldx: 256,
+            ldy: 256,
+            batch: 1,
+            offsets: [0; 3],
+            out: Out::F32,
+            fp8: true,
+        };
+        let ws = self.workspace.device_ptr(&self.stream).0;
+        let Ok(plan) = self.describe(shape) else {
+            return false;
+        };
+        let found = self
+            .set_scales(&plan, (ws, ws))
+            .and_then(|_| self.candidates(&plan, 1))
+            .is_ok_and(|c| !c.is_empty());
+        destroy(plan);
+        found
+    }
+
+    /// The plan's descriptors and layouts for `shape` (no algorithm yet).
+    fn describe(&self, shape: Shape) -> Result<Plan, BackendError> {
         let Shape {
             m,
             n,
@@ -105,8 +176,10 @@ impl Gemm {
             batch,
             offsets,
             out,
+            fp8,
         } = shape;
-        use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F};
+        use sys::cublasLtMatmulDescAttributes_t as A;
+        use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_32F, CUDA_R_8F_E4M3};
         let desc =
             result::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, CUDA_R_32F)
                 .map_err(|e| err("matmul desc", e))?;
@@ -122,12 +195,28 @@ impl Gemm {
             )
         }
         .map_err(|e| err("transa", e))?;
+        if fp8 {
+            let fast: i8 = 1;
+            set_desc(
+                desc,
+                A::CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                &fast,
+                "fast accumulation",
+            )?;
+            for mode in [
+                A::CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                A::CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+            ] {
+                set_desc(desc, mode, &SCALE_OUTER_VEC_32F, "outer-vector scales")?;
+            }
+        }
+        let operands = if fp8 { CUDA_R_8F_E4M3 } else { CUDA_R_16BF };
         let layout = |ty, rows: usize, cols: usize, ld: usize| {
             result::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64)
                 .map_err(|e| err("matrix layout", e))
         };
-        let a = layout(CUDA_R_16BF, k, n, ldw)?;
-        let b = layout(CUDA_R_16BF, k, m, ldx)?;
+        let a = layout(operands, k, n, ldw)?;
+        let b = layout(operands, k, m, ldx)?;
         let d = layout(
             if out == Out::Bf16 {
                 CUDA_R_16BF
@@ -163,13 +252,28 @@ impl Gemm {
                 .map_err(|e| err("batched layout", e))?;
             }
         }
-        let mut plan = Plan {
+        Ok(Plan {
             desc,
             a,
             b,
             d,
             algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
-        };
+        })
+    }
+
+    /// `describe`'s plan with its algorithm: the heuristic's first pick, or for decode-sized
+    /// shapes the fastest of its candidates on the call's own buffers.
+    fn make_plan(
+        &self,
+        shape: Shape,
+        [w, x, y]: [u64; 3],
+        scales: Option<(u64, u64)>,
+    ) -> Result<Plan, BackendError> {
+        let Shape { m, n, k, out, .. } = shape;
+        let mut plan = self.describe(shape)?;
+        if let Some(s) = scales {
+            self.set_scales(&plan, s)?;
+        }
         let wanted = if m <= AUTOTUNE_MAX_ROWS {
             CANDIDATES
         } else {
@@ -339,8 +443,34 @@ impl Gemm {
             batch: 1,
             offsets: [0; 3],
             out,
+            fp8: false,
         };
-        self.run_shape(shape, [w, x, y])
+        self.run_shape(shape, [w, x, y], None)
+    }
+
+    /// y[m, n] (as `out` says) = (x[m, k] * sx) . (w[n, k] * sw)^T with x and w fp8 e4m3 and
+    /// sx [m], sw [n] f32 scales a row of each (W8A8); only where `fp8_rows`.
+    pub fn run_fp8(
+        &mut self,
+        (w, sw): (u64, u64),
+        (x, sx): (u64, u64),
+        y: u64,
+        (m, n, k): (usize, usize, usize),
+        out: Out,
+    ) -> Result<(), BackendError> {
+        let shape = Shape {
+            m,
+            n,
+            k,
+            ldw: k,
+            ldx: k,
+            ldy: n,
+            batch: 1,
+            offsets: [0; 3],
+            out,
+            fp8: true,
+        };
+        self.run_shape(shape, [w, x, y], Some((sw, sx)))
     }
 
     /// `batch` matmuls in one call, rows of x `ldx` and rows of y `ldy` values apart: matmul i
@@ -365,16 +495,45 @@ impl Gemm {
             batch,
             offsets,
             out: Out::F32,
+            fp8: false,
         };
-        self.run_shape(shape, [w, x, y])
+        self.run_shape(shape, [w, x, y], None)
     }
 
-    fn run_shape(&mut self, shape: Shape, bufs: [u64; 3]) -> Result<(), BackendError> {
-        self.plan(shape, bufs)?;
+    fn run_shape(
+        &mut self,
+        shape: Shape,
+        bufs: [u64; 3],
+        scales: Option<(u64, u64)>,
+    ) -> Result<(), BackendError> {
+        if !self.plans.contains_key(&shape) {
+            let plan = self.make_plan(shape, bufs, scales)?;
+            self.plans.insert(shape, plan);
+        }
         let plan = &self.plans[&shape];
         let Shape { m, n, k, .. } = shape;
-        self.matmul(plan, shape.out, bufs)
+        scales
+            .map_or(Ok(()), |s| self.set_scales(plan, s))
+            .and_then(|_| self.matmul(plan, shape.out, bufs))
             .map_err(|e| BackendError::Cuda(format!("m={m} n={n} k={k}: {e}")))
+    }
+
+    /// Points a W8A8 plan at its scale vectors: sw (a scale a row of w, cuBLASLt's A) and sx
+    /// (a row of x, its B).
+    fn set_scales(&self, plan: &Plan, (sw, sx): (u64, u64)) -> Result<(), BackendError> {
+        use sys::cublasLtMatmulDescAttributes_t as A;
+        set_desc(
+            plan.desc,
+            A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+            &sw,
+            "scales",
+        )?;
+        set_desc(
+            plan.desc,
+            A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+            &sx,
+            "scales",
+        )
     }
 
     /// Queues the plan's matmul on the stream.
@@ -414,13 +573,7 @@ impl Gemm {
 impl Drop for Gemm {
     fn drop(&mut self) {
         for (_, p) in self.plans.drain() {
-            // SAFETY: each handle was created by make_plan and is destroyed once, here.
-            unsafe {
-                let _ = result::destroy_matrix_layout(p.a);
-                let _ = result::destroy_matrix_layout(p.b);
-                let _ = result::destroy_matrix_layout(p.d);
-                let _ = result::destroy_matmul_desc(p.desc);
-            }
+            destroy(p);
         }
         // SAFETY: the handle was created in new and is not used after this.
         unsafe {

@@ -68,6 +68,7 @@ pub struct Kernels {
     /// `gemv_swiglu[t][(M - 1) * 3 + i]`: GEMV_SWIGLU_FEATURES[i] features per warp.
     gemv_swiglu: [Vec<CudaFunction>; 2],
     fp8_rows_to_bf16: CudaFunction,
+    quantize_rows_fp8: CudaFunction,
     gemm_fp8: CudaFunction,
     gemm_fp8_tma: CudaFunction,
     gemm_fp8_reduce: CudaFunction,
@@ -299,6 +300,7 @@ impl Kernels {
                 gemv_table("gemv_swiglu_fp8", &GEMV_SWIGLU_FEATURES, &f)?,
             ],
             fp8_rows_to_bf16: f("fp8_rows_to_bf16")?,
+            quantize_rows_fp8: f("quantize_rows_fp8")?,
             gemm_fp8: f("gemm_fp8")?,
             gemm_fp8_tma: f("gemm_fp8_tma")?,
             gemm_fp8_reduce: f("gemm_fp8_reduce")?,
@@ -565,6 +567,32 @@ impl Kernels {
             scales,
             out,
             units,
+            cols_i
+        )
+    }
+
+    /// Each row of x [rows, cols] (f32, or bf16 with `x_bf16`) as fp8 e4m3 in q [rows, cols] and
+    /// its scale in scales [rows] (W8A8: the row's largest magnitude over 448); cols % 4 == 0.
+    pub fn quantize_rows_fp8(
+        &self,
+        (x, x_bf16): (u64, bool),
+        (q, scales): (u64, u64),
+        (rows, cols): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            cols.is_multiple_of(4),
+            "quantize_rows_fp8 takes cols % 4 == 0"
+        );
+        let (x_bf16, cols_i) = (i32::from(x_bf16), cols as i32);
+        let config = cfg((rows as u32, 1), row_threads(cols / 4));
+        launch!(
+            self,
+            quantize_rows_fp8,
+            config,
+            x,
+            x_bf16,
+            q,
+            scales,
             cols_i
         )
     }

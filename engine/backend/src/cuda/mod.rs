@@ -93,6 +93,9 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     kernels: Kernels,
     device_name: String,
+    /// Whether fp8 matrices past FP8_GEMM_MAX_ROWS rows run as W8A8 on cuBLASLt (`Gemm::fp8_rows`)
+    /// rather than dequantized to bf16.
+    w8a8: bool,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
@@ -372,9 +375,15 @@ impl Backend for CudaBackend {
                 ..
             } => format!(
                 "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
-                 (<= {FP8_GEMM_MAX_ROWS} rows), dequantized to bf16 for cuBLASLt bf16 x bf16 \
-                 -> f32 (more rows)",
-                self.kernels.fp8_gemm_kernel()
+                 (<= {FP8_GEMM_MAX_ROWS} rows), {} (more rows)",
+                self.kernels.fp8_gemm_kernel(),
+                if self.w8a8 {
+                    "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x fp8 \
+                     -> f32 with outer-vector scales"
+                } else {
+                    "dequantized to bf16 for cuBLASLt bf16 x bf16 -> f32 (this cuBLASLt has no \
+                     outer-vector fp8 scales on this GPU, or HEARTH_FP8_W8A8=0)"
+                }
             ),
             CudaWeight::Matrix { .. } => format!(
                 "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",

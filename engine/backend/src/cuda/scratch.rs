@@ -6,7 +6,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::gemm::Out;
-use super::kernels::Kernels;
+use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS};
 use super::{CudaBackend, CudaBuf, State};
 use crate::ops::AttnShape;
 use crate::BackendError;
@@ -57,6 +57,9 @@ impl CudaBackend {
         (m, n, k): (usize, usize, usize),
         mode: Out,
     ) -> Result<u64, BackendError> {
+        if m > FP8_GEMM_MAX_ROWS && self.w8a8_takes(n, k, scales) {
+            return self.gemm_w8a8((w, scales), x, out, (m, n, k), mode);
+        }
         if scales == 0 || !self.kernels.fp8_gemm_fits(m, k) {
             let w = self.bf16_weights((w, scales), (n, k))?;
             return self.gemm_as(w, x, out, (m, n, k), mode);
@@ -68,6 +71,40 @@ impl CudaBackend {
         };
         self.kernels
             .gemm_fp8((w, scales, xs, out, parts), (m, n, k), mode)?;
+        Ok(out)
+    }
+
+    /// Whether an fp8 [n, k] matrix (`scales` its row scales' address, nonzero) past gemm_fp8's
+    /// rows takes W8A8 (`gemm_w8a8`): cuBLASLt has the scales (`Gemm::fp8_rows`) and the rows
+    /// of w, x and y and the scale vectors are 16-byte aligned.
+    pub(super) fn w8a8_takes(&self, n: usize, k: usize, scales: u64) -> bool {
+        self.w8a8
+            && scales != 0
+            && scales.is_multiple_of(16)
+            && k.is_multiple_of(16)
+            && n.is_multiple_of(8)
+    }
+
+    /// W8A8 (`Gemm::run_fp8`): x's rows quantized to e4m3 with a scale each into the scratch
+    /// buffer (the values, then the scales), then one fp8 matmul with w's row scales.
+    fn gemm_w8a8(
+        &self,
+        (w, sw): (u64, u64),
+        x: &CudaBuf,
+        out: u64,
+        (m, n, k): (usize, usize, usize),
+        mode: Out,
+    ) -> Result<u64, BackendError> {
+        // k % 16 == 0, so the scales after the values are 16-byte aligned.
+        let xq = self.fixed_buf(|st| &mut st.scratch, m * k + 4 * m)?;
+        let sx = xq + (m * k) as u64;
+        self.kernels
+            .quantize_rows_fp8((x.ptr, x.bf16), (xq, sx), (m, k))?;
+        if !self.kernels.skipping() {
+            self.kernels.ring_flush()?;
+            let mut st = self.state();
+            st.gemm.run_fp8((w, sw), (xq, sx), out, (m, n, k), mode)?;
+        }
         Ok(out)
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 
+use super::kernels::FP8_GEMM_MAX_ROWS;
 use super::{upload, CudaBackend};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
@@ -169,8 +170,8 @@ impl CudaBackend {
     }
 
     /// fp8 matrices back to back, then their scales back to back. The dequantization buffer
-    /// the GEMM path reads (`dequant_buf`) grows here to the group's size in bf16, so the memory
-    /// plan, made after the weights, counts it.
+    /// the GEMM path reads (`dequant_buf`) grows here to the group's size in bf16 where a
+    /// matrix of it needs one, so the memory plan, made after the weights, counts it.
     fn upload_fp8(&self, ws: &[HostWeight]) -> Result<Vec<CudaWeight>, BackendError> {
         let values: usize = ws.iter().map(|w| w.rows() * w.cols()).sum();
         let rows: usize = ws.iter().map(|w| w.rows()).sum();
@@ -212,15 +213,27 @@ impl CudaBackend {
                 fp8_scales: Some(sp),
             });
         }
-        self.dequant_buf(values)?;
-        // gemm_fp8's partial sums, for each matrix alone and for the group as one (fused Q/K/V
-        // or gate/up: stored back to back).
+        // Each matrix alone and the group as one (fused Q/K/V or gate/up: stored back to back).
         let k = ws[0].cols();
-        let parts = ws
+        let shapes: Vec<_> = out
             .iter()
-            .map(|w| (w.rows(), w.cols()))
-            .chain(ws.iter().all(|w| w.cols() == k).then_some((rows, k)))
-            .map(|(n, k)| self.kernels.fp8_gemm_parts_bytes(n, k))
+            .filter_map(|w| w.matrix().map(|(_, n, k)| (n, k, w.scales())))
+            .chain(
+                ws.iter()
+                    .all(|w| w.cols() == k)
+                    .then_some((rows, k, base + scales_at as u64)),
+            )
+            .collect();
+        // Dequantized only where W8A8 or gemm_fp8 does not take a matrix (weight_gemm).
+        if shapes.iter().any(|&(n, k, scales)| {
+            !(self.w8a8_takes(n, k, scales) && self.kernels.fp8_gemm_fits(FP8_GEMM_MAX_ROWS, k))
+        }) {
+            self.dequant_buf(values)?;
+        }
+        // gemm_fp8's partial sums.
+        let parts = shapes
+            .iter()
+            .map(|&(n, k, _)| self.kernels.fp8_gemm_parts_bytes(n, k))
             .max()
             .unwrap_or(0);
         if parts > 0 {

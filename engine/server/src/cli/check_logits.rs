@@ -1,6 +1,7 @@
 //! `hearth-engine check-logits`: runs a model on this engine and compares its logits with a
 //! reference file written by transformers (tests/fixtures/make_tiny.py's format:
-//! `{"cases": [{"prompt": [ids], "logits": [[vocab] per prompt position], "greedy": [ids]}]}`),
+//! `{"cases": [{"prompt": [ids], "logits": [[vocab] per prompt position], "greedy": [ids]}]}`;
+//! a long prompt's case may carry only its last positions' logits),
 //! printing the largest difference (absolute and relative to the largest reference logit), top-1
 //! agreement per position and greedy agreement. Exits non-zero past the tolerance.
 
@@ -49,6 +50,13 @@ pub fn run(a: CheckLogitsArgs) -> anyhow::Result<()> {
     let mut worst = 0f32;
     for (i, case) in reference.cases.iter().enumerate() {
         let ours = engine.prompt_logits(&case.prompt)?;
+        let Some(first) = case.prompt.len().checked_sub(case.logits.len()) else {
+            bail!(
+                "case {i}: {} rows of logits for a prompt of {} tokens",
+                case.logits.len(),
+                case.prompt.len()
+            );
+        };
         let mut max_abs = 0f32;
         let mut scale = 0f32;
         let mut top1 = 0;
@@ -59,7 +67,8 @@ pub fn run(a: CheckLogitsArgs) -> anyhow::Result<()> {
                     want.len()
                 );
             }
-            let got = &ours[p * vocab..(p + 1) * vocab];
+            let at = first + p;
+            let got = &ours[at * vocab..(at + 1) * vocab];
             for (g, w) in got.iter().zip(want) {
                 max_abs = max_abs.max((g - w).abs());
                 scale = scale.max(w.abs());

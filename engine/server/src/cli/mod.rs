@@ -5,6 +5,7 @@ mod check_logits;
 mod check_spec;
 mod generate;
 mod health;
+mod perplexity;
 mod sampling;
 mod serve;
 mod source;
@@ -30,6 +31,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Compare this engine's logits and greedy tokens with a reference (HF transformers' JSON).
     CheckLogits(check_logits::CheckLogitsArgs),
+    /// A text's perplexity under the model (llama-perplexity style: chunks of --ctx tokens).
+    Perplexity(perplexity::PerplexityArgs),
     /// Exit 0 when the engine serving a spec on this host is healthy (the images' HEALTHCHECK).
     Health(health::HealthArgs),
 }
@@ -52,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
         Command::CheckLogits(a) => check_logits::run(a),
+        Command::Perplexity(a) => perplexity::run(a),
         Command::Health(a) => health::run(a),
     }
 }

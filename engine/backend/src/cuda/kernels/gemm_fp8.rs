@@ -12,9 +12,10 @@ use super::tensor_map::TensorMap;
 use super::{flat, Kernels, LaunchConfig};
 use crate::BackendError;
 
-/// Rows up to which fp8 matrices take gemm_fp8; past them a matrix is dequantized to bf16 for
-/// cuBLASLt, which is faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster
-/// than dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
+/// Rows up to which fp8 matrices take gemm_fp8 (W8A16: decode batches keep their activations'
+/// bits); past them W8A8 on cuBLASLt or the matrix dequantized to bf16 for cuBLASLt, which
+/// are faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster than
+/// dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
 pub const FP8_GEMM_MAX_ROWS: usize = 128;
 /// The kernels' tile (FG_ROWS, FG_FEATURES in cu/gemm_fp8.cu) and threads.
 const ROWS: usize = 64;
