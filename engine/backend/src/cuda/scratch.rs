@@ -5,7 +5,7 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::gemm::Out;
+use super::gemm::{Gemm, Out};
 use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS};
 use super::{CudaBackend, CudaBuf, State};
 use crate::ops::AttnShape;
@@ -23,11 +23,21 @@ impl CudaBackend {
         mode: Out,
     ) -> Result<u64, BackendError> {
         let xs = self.bf16_copy(x, m * k)?;
-        if !self.kernels.skipping() {
-            self.kernels.ring_flush()?;
-            self.state().gemm.run_as(w, xs, out, (m, n, k), mode)?;
-        }
+        self.on_gemm(|g| g.run_as(w, xs, out, (m, n, k), mode))?;
         Ok(out)
+    }
+
+    /// Queues `f`'s cuBLASLt calls after the weight ring's pending launches (none while launches
+    /// are being skipped).
+    fn on_gemm(
+        &self,
+        f: impl FnOnce(&mut Gemm) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        if self.kernels.skipping() {
+            return Ok(());
+        }
+        self.kernels.ring_flush()?;
+        f(&mut self.state().gemm)
     }
 
     /// The fused scratch, holding at least `floats` f32 (its address).
@@ -100,11 +110,7 @@ impl CudaBackend {
         let sx = xq + (m * k) as u64;
         self.kernels
             .quantize_rows_fp8((x.ptr, x.bf16), (xq, sx), (m, k))?;
-        if !self.kernels.skipping() {
-            self.kernels.ring_flush()?;
-            let mut st = self.state();
-            st.gemm.run_fp8((w, sw), (xq, sx), out, (m, n, k), mode)?;
-        }
+        self.on_gemm(|g| g.run_fp8((w, sw), (xq, sx), out, (m, n, k), mode))?;
         Ok(out)
     }
 
