@@ -1,10 +1,12 @@
-// Prefill-sized matmuls of fp8 weights (a scale a row) through cuBLASLt, Qwen3-8B's shapes at
-// 1,024-8,192 rows: the engine's path today (the weights dequantized to bf16 by a pass of their
-// own, then a bf16 x bf16 -> f32 matmul) against W8A8 (the activations quantized to e4m3 with a
-// scale a row, an e4m3 x e4m3 matmul on the fp8 tensor cores, the two scales applied either by
-// cuBLASLt itself (outer-vector scale modes, where the library has them) or by a pass over the
-// output). Prints each piece's time, the whole path's TFLOP/s and W8A8's difference from the
-// bf16 path (largest |diff| over the largest |value|).
+// Matmuls of fp8 weights (a scale a row) through cuBLASLt, Qwen3-8B's shapes at 16-8,192 rows:
+// the weights dequantized to bf16 by a pass of their own, then a bf16 x bf16 -> f32 matmul (the
+// engine's path past 128 rows where W8A8 is off) against W8A8 (the activations quantized to e4m3
+// with a scale a row, an e4m3 x e4m3 matmul on the fp8 tensor cores, the two scales applied
+// either by cuBLASLt itself (outer-vector scale modes, where the library has them) or, from
+// 1,024 rows, by a pass over the output). Weights rotate over copies larger than L2; up to 256
+// rows the heuristic's candidates are timed and the fastest kept, as the engine does. Prints
+// each piece's time, the whole path's TFLOP/s and W8A8's difference from the bf16 path (largest
+// |diff| over the largest |value|).
 //
 // Build and run on the GPU machine: tests/device/run.sh fp8pre (nvcc -O3 -arch=sm_90a
 // -lcublasLt).

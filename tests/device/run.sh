@@ -69,9 +69,10 @@
 #   ppl      SmolLM2 (a real trained model) perplexity over the repo's docs (ctx 1,024, 40
 #            chunks): its GGUF as is on CUDA, fp8 weights dequantized past 128 rows
 #            (HEARTH_FP8_W8A8=0) and W8A8, and fp8 on the CPU (needs the GGUF's parts)
-#   fp8pre   prefill-sized matmuls of fp8 weights through cuBLASLt (1,024-8,192 rows, Qwen3-8B
-#            shapes): weights dequantized to bf16 (today's path) against W8A8 on the fp8 tensor
-#            cores, scales applied by cuBLASLt or by a pass (tests/device/fp8_prefill_bench.cu)
+#   fp8pre   fp8 weights' matmuls through cuBLASLt (16-8,192 rows, Qwen3-8B shapes): weights
+#            dequantized to bf16 against W8A8 on the fp8 tensor cores, scales applied by
+#            cuBLASLt or by a pass (tests/device/fp8_prefill_bench.cu; with fp8k in the same
+#            command for gemm_fp8_tma at 16-128 rows)
 #   dattn    decode attention alone (attn_decode_tc + merge, Qwen3-8B heads, bf16 and fp8, 1-128
 #            rows) with each of its compile-time settings in DATTN_VARIANTS ("NAME:-DX=1 -DY=2;
 #            NAME:-I dir" with another attention_decode_tc.cu in dir; default the kernel as it
@@ -297,9 +298,8 @@ fp8w)
     ;;
 w8a8)
     # fp8 weights past gemm_fp8's rows as W8A8 (cuBLASLt fp8 x fp8 with outer-vector scales)
-    # against the dequantized path (HEARTH_FP8_W8A8=0): the fp8 op tests and memcheck, the
-    # Qwen3-8B shape's fp8 logits vs transformers (its 300-token case runs W8A8), then pp8192 and
-    # the engine in process (fp8 KV cache, 1,000-token prompts, 500 outputs, W8A8_CONCURRENCY,
+    # against the dequantized path (HEARTH_FP8_W8A8=0): fp8_checks, a 300-token prompt's fp8
+    # logits vs transformers (reported), then pp8192 and the engine in process (fp8 KV cache, 1,000-token prompts, 500 outputs, W8A8_CONCURRENCY,
     # default 32,64) with each in turn, W8A8_ROUNDS times (default 1), in this one command.
     fp8_checks
     # A 300-token prompt (W8A8 past 128 rows) against transformers on the same fp8 weights with
@@ -314,10 +314,10 @@ w8a8)
     printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 4096, max_num_seqs: 64}\n' > /tmp/q8b-kv.yaml
     for i in $(seq "${W8A8_ROUNDS:-1}"); do
         for v in w8a8 dequant; do
-            set -- HEARTH_FP8_W8A8=1
-            [ $v = dequant ] && set -- HEARTH_FP8_W8A8=0
-            t "w8a8_pp_${v}_$i" env "$@" "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
-            t "w8a8_serve_${v}_$i" env "$@" "$E" bench --spec /tmp/q8b-kv.yaml --quantization fp8 --concurrency "${W8A8_CONCURRENCY:-32,64}" --serve-prompt 1000 --serve-gen 500
+            w=1
+            [ $v = dequant ] && w=0
+            t "w8a8_pp_${v}_$i" env HEARTH_FP8_W8A8=$w "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
+            t "w8a8_serve_${v}_$i" env HEARTH_FP8_W8A8=$w "$E" bench --spec /tmp/q8b-kv.yaml --quantization fp8 --concurrency "${W8A8_CONCURRENCY:-32,64}" --serve-prompt 1000 --serve-gen 500
         done
     done
     grep -H -E "^\| [0-9]+ \||pp8192" "$OUT"/w8a8_*.txt | tee -a "$OUT/summary.txt"

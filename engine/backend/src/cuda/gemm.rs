@@ -185,16 +185,7 @@ impl Gemm {
                 .map_err(|e| err("matmul desc", e))?;
         // cublasOperation_t CUBLAS_OP_T (cudarc's cublasLt bindings do not carry the enum).
         let trans: i32 = 1;
-        // SAFETY: desc is a live descriptor; the attribute is a cublasOperation_t read by value.
-        unsafe {
-            result::set_matmul_desc_attribute(
-                desc,
-                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
-                &trans as *const _ as *const c_void,
-                std::mem::size_of_val(&trans),
-            )
-        }
-        .map_err(|e| err("transa", e))?;
+        set_desc(desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &trans, "transa")?;
         if fp8 {
             let fast: i8 = 1;
             set_desc(

@@ -550,53 +550,6 @@ impl Kernels {
         launch!(self, f32_to_bf16, flat(n), x, y, n)
     }
 
-    /// out[rows, cols] (bf16) = w (fp8 e4m3) times each row's scale; cols % 8 == 0.
-    pub fn fp8_rows_to_bf16(
-        &self,
-        (w, scales, out): (u64, u64, u64),
-        (rows, cols): (usize, usize),
-    ) -> Result<(), BackendError> {
-        assert!(cols.is_multiple_of(8), "fp8 matrices have cols % 8 == 0");
-        let units = (rows * cols / 8) as i64;
-        let cols_i = cols as i32;
-        launch!(
-            self,
-            fp8_rows_to_bf16,
-            flat(units as usize),
-            w,
-            scales,
-            out,
-            units,
-            cols_i
-        )
-    }
-
-    /// Each row of x [rows, cols] (f32, or bf16 with `x_bf16`) as fp8 e4m3 in q [rows, cols] and
-    /// its scale in scales [rows] (W8A8: the row's largest magnitude over 448); cols % 4 == 0.
-    pub fn quantize_rows_fp8(
-        &self,
-        (x, x_bf16): (u64, bool),
-        (q, scales): (u64, u64),
-        (rows, cols): (usize, usize),
-    ) -> Result<(), BackendError> {
-        assert!(
-            cols.is_multiple_of(4),
-            "quantize_rows_fp8 takes cols % 4 == 0"
-        );
-        let (x_bf16, cols_i) = (i32::from(x_bf16), cols as i32);
-        let config = cfg((rows as u32, 1), row_threads(cols / 4));
-        launch!(
-            self,
-            quantize_rows_fp8,
-            config,
-            x,
-            x_bf16,
-            q,
-            scales,
-            cols_i
-        )
-    }
-
     /// Splits `rows` rows of a fused projection y[rows, n0 + n1 + n2] into outs[i] = (y_i, bias_i
     /// or 0, n_i).
     pub fn split_qkv(

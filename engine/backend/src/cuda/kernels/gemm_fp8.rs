@@ -1,5 +1,6 @@
 //! gemm_fp8 (cu/gemm_fp8.cu) and gemm_fp8_tma (cu/gemm_fp8_tma.cu): fp8 matrices past the GEMV
-//! rows, read as fp8 by the tensor cores.
+//! rows, read as fp8 by the tensor cores; and the conversions of the cuBLASLt paths past
+//! FP8_GEMM_MAX_ROWS (fp8_rows_to_bf16, quantize_rows_fp8).
 
 use cudarc::driver::sys::CUtensorMapDataType::{
     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16, CU_TENSOR_MAP_DATA_TYPE_UINT8 as U8,
@@ -9,7 +10,7 @@ use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr};
 use super::super::gemm::Out;
 use super::launch::cluster_attribute;
 use super::tensor_map::TensorMap;
-use super::{flat, Kernels, LaunchConfig};
+use super::{cfg, flat, row_threads, Kernels, LaunchConfig};
 use crate::BackendError;
 
 /// Rows up to which fp8 matrices take gemm_fp8 (W8A16: decode batches keep their activations'
@@ -210,6 +211,53 @@ pub(super) fn cluster_slots(
 }
 
 impl Kernels {
+    /// out[rows, cols] (bf16) = w (fp8 e4m3) times each row's scale; cols % 8 == 0.
+    pub fn fp8_rows_to_bf16(
+        &self,
+        (w, scales, out): (u64, u64, u64),
+        (rows, cols): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(cols.is_multiple_of(8), "fp8 matrices have cols % 8 == 0");
+        let units = (rows * cols / 8) as i64;
+        let cols_i = cols as i32;
+        launch!(
+            self,
+            fp8_rows_to_bf16,
+            flat(units as usize),
+            w,
+            scales,
+            out,
+            units,
+            cols_i
+        )
+    }
+
+    /// Each row of x [rows, cols] (f32, or bf16 with `x_bf16`) as fp8 e4m3 in q [rows, cols] and
+    /// its scale in scales [rows] (W8A8: the row's largest magnitude over 448); cols % 4 == 0.
+    pub fn quantize_rows_fp8(
+        &self,
+        (x, x_bf16): (u64, bool),
+        (q, scales): (u64, u64),
+        (rows, cols): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            cols.is_multiple_of(4),
+            "quantize_rows_fp8 takes cols % 4 == 0"
+        );
+        let (x_bf16, cols_i) = (i32::from(x_bf16), cols as i32);
+        let config = cfg((rows as u32, 1), row_threads(cols / 4));
+        launch!(
+            self,
+            quantize_rows_fp8,
+            config,
+            x,
+            x_bf16,
+            q,
+            scales,
+            cols_i
+        )
+    }
+
     /// Sets the chosen fp8 GEMM's shared memory limit and, for gemm_fp8_tma, measures how many
     /// clusters of each size it runs at once (at load, before any launch).
     pub(super) fn prepare_fp8_gemm(&mut self) -> Result<(), BackendError> {
