@@ -63,12 +63,14 @@
 #   fp8k     fp8 matrices at 16-128 rows alone: gemm_fp8 (W8A16 on mma.sync), gemm_fp8_tma (on
 #            wgmma, TMA copies) and the wgmma W8A8 experiment, Qwen3-8B shapes
 #            (tests/device/fp8_gemm_bench.cu; needs only nvcc there)
-#   w8a8     fp8 weights past gemm_fp8's rows as W8A8 against dequantized for cuBLASLt: the fp8
-#            op tests, memcheck, fp8 logits vs transformers, pp8192 and the engine in process
-#            (pack.sh cuda_fp8)
+#   w8a8     fp8 weights past gemm_fp8's rows as W8A8 (scales by cuBLASLt, then by a pass)
+#            against dequantized for cuBLASLt: the fp8 op tests, memcheck, fp8 logits vs
+#            transformers, pp8192 and the engine in process, W8A8_MODES (HEARTH_FP8_W8A8
+#            values, default "1 pass 0") (pack.sh cuda_fp8)
 #   ppl      SmolLM2 (a real trained model) perplexity over the repo's docs (ctx 1,024, 40
 #            chunks): its GGUF as is on CUDA, fp8 weights dequantized past 128 rows
-#            (HEARTH_FP8_W8A8=0) and W8A8, and fp8 on the CPU (needs the GGUF's parts)
+#            (HEARTH_FP8_W8A8=0), W8A8 and W8A8 with the scales by a pass, and fp8 on the CPU
+#            (needs the GGUF's parts)
 #   fp8pre   fp8 weights' matmuls through cuBLASLt (16-8,192 rows, Qwen3-8B shapes): weights
 #            dequantized to bf16 against W8A8 on the fp8 tensor cores, scales applied by
 #            cuBLASLt or by a pass (tests/device/fp8_prefill_bench.cu; with fp8k in the same
@@ -117,6 +119,9 @@ t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1
 fp8_checks() {
     HEARTH_TEST_CUDA=1 t cuda_fp8 "$B/cuda_fp8" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
+    # W8A8 with the scales applied by a pass (cuBLASLt before 12.9, as the CUDA 12.8 image's).
+    HEARTH_FP8_W8A8=pass HEARTH_TEST_CUDA=1 t cuda_fp8_pass "$B/cuda_fp8" --nocapture --test-threads=1
+    HEARTH_FP8_W8A8=pass HEARTH_TEST_CUDA=1 t memcheck_fp8_pass compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
     make_models q8b
     [ -e /tmp/q8b-ref-fp8.json ] || t reference_fp8 python3 tests/device/qwen3_8b.py reference-fp8 /tmp/q8b /tmp/q8b-ref-fp8.json
     t check_logits_fp8 "$E" check-logits --model /tmp/q8b --quantization fp8 --reference /tmp/q8b-ref-fp8.json --tolerance 0.08
@@ -297,25 +302,28 @@ fp8w)
     t fp8w_serve "$E" bench --model /tmp/q8b --quantization fp8 --concurrency 1,8,64 --serve-prompt 1000 --serve-gen 500
     ;;
 w8a8)
-    # fp8 weights past gemm_fp8's rows as W8A8 (cuBLASLt fp8 x fp8 with outer-vector scales)
-    # against the dequantized path (HEARTH_FP8_W8A8=0): fp8_checks, a 300-token prompt's fp8
-    # logits vs transformers (reported), then pp8192 and the engine in process (fp8 KV cache, 1,000-token prompts, 500 outputs, W8A8_CONCURRENCY,
-    # default 32,64) with each in turn, W8A8_ROUNDS times (default 1), in this one command.
+    # fp8 weights past gemm_fp8's rows as W8A8 (cuBLASLt fp8 x fp8 with outer-vector scales;
+    # HEARTH_FP8_W8A8=pass: unscaled, the scales by a pass) against the dequantized path
+    # (HEARTH_FP8_W8A8=0): fp8_checks, a 300-token prompt's fp8 logits vs transformers
+    # (reported), then pp8192 and the engine in process (fp8 KV cache, 1,000-token prompts, 500
+    # outputs, W8A8_CONCURRENCY, default 32,64) with each of W8A8_MODES in turn, W8A8_ROUNDS
+    # times (default 1), in this one command.
     fp8_checks
     # A 300-token prompt (W8A8 past 128 rows) against transformers on the same fp8 weights with
     # W8A8's quantized inputs emulated and without: reported, not judged (this random 36-layer
     # model amplifies noise at that length: transformers' own emulation moves its logits 43%).
-    [ -e /tmp/q8b-long-fp8.json ] || t long_fp8 python3 tests/device/qwen3_8b.py long-fp8 /tmp/q8b /tmp/q8b-long-fp8.json
-    [ -e /tmp/q8b-long-w8a8.json ] || t long_w8a8 python3 tests/device/qwen3_8b.py long-w8a8 /tmp/q8b /tmp/q8b-long-w8a8.json
+    # W8A8_LONG=0 skips it.
     for v in w8a8 fp8; do
+        [ "${W8A8_LONG:-1}" = 1 ] || break
+        [ -e "/tmp/q8b-long-$v.json" ] || t "long_$v" python3 tests/device/qwen3_8b.py "long-$v" /tmp/q8b "/tmp/q8b-long-$v.json"
         t "check_long_${v}" "$E" check-logits --model /tmp/q8b --quantization fp8 --reference "/tmp/q8b-long-$v.json" --tolerance 1
         HEARTH_FP8_W8A8=0 t "check_long_${v}_dequant" "$E" check-logits --model /tmp/q8b --quantization fp8 --reference "/tmp/q8b-long-$v.json" --tolerance 1
     done
     printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, max_model_len: 4096, max_num_seqs: 64}\n' > /tmp/q8b-kv.yaml
     for i in $(seq "${W8A8_ROUNDS:-1}"); do
-        for v in w8a8 dequant; do
-            w=1
-            [ $v = dequant ] && w=0
+        for w in ${W8A8_MODES:-1 pass 0}; do
+            v=${w/#1/w8a8}
+            v=${v/#0/dequant}
             t "w8a8_pp_${v}_$i" env HEARTH_FP8_W8A8=$w "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
             t "w8a8_serve_${v}_$i" env HEARTH_FP8_W8A8=$w "$E" bench --spec /tmp/q8b-kv.yaml --quantization fp8 --concurrency "${W8A8_CONCURRENCY:-32,64}" --serve-prompt 1000 --serve-gen 500
         done
@@ -328,6 +336,7 @@ ppl)
     ppl gguf_cuda HEARTH_FP8_W8A8=1 --device cuda
     ppl fp8_dequant_cuda HEARTH_FP8_W8A8=0 --device cuda --quantization fp8
     ppl fp8_w8a8_cuda HEARTH_FP8_W8A8=1 --device cuda --quantization fp8
+    ppl fp8_w8a8_pass_cuda HEARTH_FP8_W8A8=pass --device cuda --quantization fp8
     ppl fp8_cpu HEARTH_FP8_W8A8=1 --device cpu --quantization fp8
     grep -h "^perplexity" "$OUT"/ppl_*.txt | tee -a "$OUT/summary.txt"
     ;;

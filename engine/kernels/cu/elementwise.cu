@@ -172,6 +172,38 @@ extern "C" __global__ void quantize_rows_fp8(const void* __restrict__ x, int x_b
     if (threadIdx.x == 0) scales[blockIdx.x] = s;
 }
 
+// W8A8's scales applied after an unscaled fp8 matmul (cuBLASLt without outer-vector scales, as
+// the CUDA 12.8 image's): y[r, c] = raw[r, c] * (sx[r] * sw[c]) with raw and y f32 (mode 0) or
+// bf16 (mode 1), in place or not, or y[r, c] += the same with raw and y f32 (mode 2, a residual
+// stream). A block a row, 4 values a thread a step (n % 4 == 0, sw 16-byte aligned).
+extern "C" __global__ void fp8_rescale(const void* raw, void* y, const float* __restrict__ sx,
+                                       const float* __restrict__ sw, int n, int mode) {
+    pdl_begin();
+    const size_t row = (size_t)blockIdx.x * n;
+    const float a = sx[blockIdx.x];
+    for (int c = threadIdx.x * 4; c < n; c += blockDim.x * 4) {
+        const float4 s = *reinterpret_cast<const float4*>(sw + c);
+        const size_t i = row + c;
+        float4 v = load4_act(raw, i, mode == 1);
+        v = make_float4(v.x * (a * s.x), v.y * (a * s.y), v.z * (a * s.z), v.w * (a * s.w));
+        if (mode == 1) {
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y);
+            const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z, v.w);
+            uint2 u;
+            u.x = *reinterpret_cast<const uint32_t*>(&lo);
+            u.y = *reinterpret_cast<const uint32_t*>(&hi);
+            *reinterpret_cast<uint2*>(static_cast<bf16*>(y) + i) = u;
+            continue;
+        }
+        float4* y4 = reinterpret_cast<float4*>(static_cast<float*>(y) + i);
+        if (mode == 2) {
+            const float4 o = *y4;
+            v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
+        }
+        *y4 = v;
+    }
+}
+
 // out[i, :] = x[rows[i], :], each of x and out f32 or bf16. Grid: gathered rows.
 extern "C" __global__ void gather_rows(const void* __restrict__ x, const uint32_t* __restrict__ rows,
                                        void* __restrict__ out, int cols, int in_bf16,

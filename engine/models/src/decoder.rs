@@ -227,7 +227,9 @@ fn model_info<B: Backend>(
         max_position_embeddings: cfg.max_position_embeddings,
         activation_floats_per_token: 5 * h + attn_floats + 3 * inter + n_experts,
         matmul_input_floats_per_token: h.max(matmul_in).max(inter),
-        fused_floats_per_token: fused,
+        // At least the residual stream: a W8A8 sum for it waits there when its scales are
+        // applied by a pass (CUDA, cuBLASLt without outer-vector scales).
+        fused_floats_per_token: fused.max(h),
         kernel_paths: kernel_paths
             .into_iter()
             .map(|(a, d)| (a.to_owned(), d))

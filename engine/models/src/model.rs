@@ -22,7 +22,8 @@ pub struct ModelInfo {
     pub activation_floats_per_token: usize,
     /// The widest matmul input, in values per token (a GPU backend keeps a bf16 copy of it).
     pub matmul_input_floats_per_token: usize,
-    /// The widest fused matmul output per token before it is split (Q+K+V, or gate+up).
+    /// The widest fused matmul output per token before it is split (Q+K+V, or gate+up), and
+    /// at least the hidden size (a GPU backend may keep a matmul's sum there before adding it).
     pub fused_floats_per_token: usize,
     /// (op, kernel path) pairs for the startup log.
     pub kernel_paths: Vec<(String, String)>,

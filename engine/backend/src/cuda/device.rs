@@ -57,7 +57,7 @@ impl CudaBackend {
         let kernels = Kernels::load(&module, stream.clone())?;
         let device_name = ctx.name()?;
         let gemm = Gemm::new(stream.clone())?;
-        let w8a8 = gemm.fp8_rows();
+        let w8a8 = gemm.w8a8();
         let state = State {
             arena: Arena::new(stream.clone()),
             gemm,
@@ -95,10 +95,10 @@ impl CudaBackend {
     }
 
     /// Whether fp8 matrices past gemm_fp8's rows run as W8A8 (activations quantized to e4m3 a
-    /// row at a time, cuBLASLt's fp8 matmul with outer-vector scales): this cuBLASLt and GPU
-    /// have it and HEARTH_FP8_W8A8 is not 0.
+    /// row at a time, cuBLASLt's fp8 matmul, the scales applied by cuBLASLt or a pass after it):
+    /// this cuBLASLt and GPU have fp8 matmuls and HEARTH_FP8_W8A8 is not 0.
     pub fn fp8_w8a8(&self) -> bool {
-        self.w8a8
+        self.w8a8.is_some()
     }
 
     /// The weight ring's (launches, batch-1 decode graph captures) so far (HEARTH_RING_DECODE=1;

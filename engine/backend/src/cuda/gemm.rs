@@ -10,9 +10,10 @@
 //! [k, n], transposed) . x^T (column-major [k, m]).
 //!
 //! fp8 (W8A8, `run_fp8`): W and x both e4m3 with an f32 scale a row of each, multiplied on the
-//! fp8 tensor cores with the scales applied by cuBLASLt's outer-vector scale modes (cuBLASLt
-//! 12.9 and later, Hopper and later; `fp8_rows` says whether this library and GPU have them) and
-//! fast accumulation, as vLLM's fp8 matmuls.
+//! fp8 tensor cores with fast accumulation, as vLLM's fp8 matmuls. The scales are applied by
+//! cuBLASLt's outer-vector scale modes where it has them (cuBLASLt 12.9 and later, Hopper and
+//! later), else the matmul runs unscaled and the caller applies them in a pass after it (any
+//! cuBLASLt with fp8 matmuls, e.g. the CUDA 12.8 image's); `w8a8` says which runs here.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -46,7 +47,16 @@ pub struct Gemm {
     stream: Arc<CudaStream>,
     workspace: CudaSlice<u8>,
     plans: HashMap<Shape, Plan>,
-    fp8_rows: bool,
+    w8a8: Option<Fp8Scales>,
+}
+
+/// How a W8A8 matmul's row scales are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fp8Scales {
+    /// By cuBLASLt (outer-vector scale modes; `run_fp8`).
+    Rows,
+    /// By a pass after an unscaled matmul (`run_fp8_unscaled`, then the caller's pass).
+    Pass,
 }
 
 /// What a GEMM does with y.
@@ -73,8 +83,8 @@ struct Shape {
     batch: usize,
     offsets: [usize; 3],
     out: Out,
-    /// e4m3 operands with a scale a row (W8A8), else bf16.
-    fp8: bool,
+    /// e4m3 operands (W8A8) with their scales applied as said, else (None) bf16.
+    fp8: Option<Fp8Scales>,
 }
 
 // SAFETY: the handle and plans are only used from the thread that holds the backend's state
@@ -105,6 +115,22 @@ fn set_desc<T>(
     .map_err(|e| err(what, e))
 }
 
+/// A W8A8 matmul's shape: w [n, k], x [m, k] and y [m, n], rows packed.
+fn fp8_shape((m, n, k): (usize, usize, usize), out: Out, scales: Fp8Scales) -> Shape {
+    Shape {
+        m,
+        n,
+        k,
+        ldw: k,
+        ldx: k,
+        ldy: n,
+        batch: 1,
+        offsets: [0; 3],
+        out,
+        fp8: Some(scales),
+    }
+}
+
 /// Destroys a plan's descriptors (each once).
 fn destroy(p: Plan) {
     // SAFETY: each handle was created by Gemm::describe and is not used after this.
@@ -125,21 +151,27 @@ impl Gemm {
             stream,
             workspace,
             plans: HashMap::new(),
-            fp8_rows: false,
+            w8a8: None,
         };
-        gemm.fp8_rows = std::env::var("HEARTH_FP8_W8A8").as_deref() != Ok("0") && gemm.probe_fp8();
+        let wanted: &[Fp8Scales] = match std::env::var("HEARTH_FP8_W8A8").as_deref() {
+            Ok("0") => &[],
+            Ok("pass") => &[Fp8Scales::Pass],
+            _ => &[Fp8Scales::Rows, Fp8Scales::Pass],
+        };
+        gemm.w8a8 = wanted.iter().copied().find(|s| gemm.probe_fp8(*s));
         Ok(gemm)
     }
 
-    /// Whether fp8 matmuls with a scale a row (`run_fp8`) run here: this cuBLASLt and GPU have
-    /// the outer-vector scale modes (HEARTH_FP8_W8A8=0 says no).
-    pub fn fp8_rows(&self) -> bool {
-        self.fp8_rows
+    /// How W8A8 matmuls run here, if they do: with the scales applied by this cuBLASLt, or by a
+    /// pass after an unscaled fp8 matmul (HEARTH_FP8_W8A8=pass asks for the pass, 0 for no
+    /// W8A8).
+    pub fn w8a8(&self) -> Option<Fp8Scales> {
+        self.w8a8
     }
 
     /// Asks the heuristic for a W8A8 matmul of a prefill-like shape (the workspace stands in
     /// for the scale vectors: the heuristic reads no data).
-    fn probe_fp8(&self) -> bool {
+    fn probe_fp8(&self, scales: Fp8Scales) -> bool {
         let shape = Shape {
             m: 256,
             n: 256,
@@ -150,16 +182,18 @@ impl Gemm {
             batch: 1,
             offsets: [0; 3],
             out: Out::F32,
-            fp8: true,
+            fp8: Some(scales),
         };
         let ws = self.workspace.device_ptr(&self.stream).0;
         let Ok(plan) = self.describe(shape) else {
             return false;
         };
-        let found = self
-            .set_scales(&plan, (ws, ws))
-            .and_then(|_| self.candidates(&plan, 1))
-            .is_ok_and(|c| !c.is_empty());
+        let found = match scales {
+            Fp8Scales::Rows => self.set_scales(&plan, (ws, ws)),
+            Fp8Scales::Pass => Ok(()),
+        }
+        .and_then(|_| self.candidates(&plan, 1))
+        .is_ok_and(|c| !c.is_empty());
         destroy(plan);
         found
     }
@@ -186,7 +220,7 @@ impl Gemm {
         // cublasOperation_t CUBLAS_OP_T (cudarc's cublasLt bindings do not carry the enum).
         let trans: i32 = 1;
         set_desc(desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &trans, "transa")?;
-        if fp8 {
+        if let Some(scales) = fp8 {
             let fast: i8 = 1;
             set_desc(
                 desc,
@@ -194,14 +228,20 @@ impl Gemm {
                 &fast,
                 "fast accumulation",
             )?;
-            for mode in [
-                A::CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                A::CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-            ] {
-                set_desc(desc, mode, &SCALE_OUTER_VEC_32F, "outer-vector scales")?;
+            if scales == Fp8Scales::Rows {
+                for mode in [
+                    A::CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                    A::CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                ] {
+                    set_desc(desc, mode, &SCALE_OUTER_VEC_32F, "outer-vector scales")?;
+                }
             }
         }
-        let operands = if fp8 { CUDA_R_8F_E4M3 } else { CUDA_R_16BF };
+        let operands = if fp8.is_some() {
+            CUDA_R_8F_E4M3
+        } else {
+            CUDA_R_16BF
+        };
         let layout = |ty, rows: usize, cols: usize, ld: usize| {
             result::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64)
                 .map_err(|e| err("matrix layout", e))
@@ -434,34 +474,37 @@ impl Gemm {
             batch: 1,
             offsets: [0; 3],
             out,
-            fp8: false,
+            fp8: None,
         };
         self.run_shape(shape, [w, x, y], None)
     }
 
     /// y[m, n] (as `out` says) = (x[m, k] * sx) . (w[n, k] * sw)^T with x and w fp8 e4m3 and
-    /// sx [m], sw [n] f32 scales a row of each (W8A8); only where `fp8_rows`.
+    /// sx [m], sw [n] f32 scales a row of each (W8A8); only where `w8a8` is `Rows`.
     pub fn run_fp8(
         &mut self,
         (w, sw): (u64, u64),
         (x, sx): (u64, u64),
         y: u64,
-        (m, n, k): (usize, usize, usize),
+        dims: (usize, usize, usize),
         out: Out,
     ) -> Result<(), BackendError> {
-        let shape = Shape {
-            m,
-            n,
-            k,
-            ldw: k,
-            ldx: k,
-            ldy: n,
-            batch: 1,
-            offsets: [0; 3],
-            out,
-            fp8: true,
-        };
+        let shape = fp8_shape(dims, out, Fp8Scales::Rows);
         self.run_shape(shape, [w, x, y], Some((sw, sx)))
+    }
+
+    /// y[m, n] (as `out` says) = x[m, k] . w[n, k]^T with x and w fp8 e4m3, their scales left
+    /// for a pass after it; where `w8a8` is `Pass`.
+    pub fn run_fp8_unscaled(
+        &mut self,
+        w: u64,
+        x: u64,
+        y: u64,
+        dims: (usize, usize, usize),
+        out: Out,
+    ) -> Result<(), BackendError> {
+        let shape = fp8_shape(dims, out, Fp8Scales::Pass);
+        self.run_shape(shape, [w, x, y], None)
     }
 
     /// `batch` matmuls in one call, rows of x `ldx` and rows of y `ldy` values apart: matmul i
@@ -486,7 +529,7 @@ impl Gemm {
             batch,
             offsets,
             out: Out::F32,
-            fp8: false,
+            fp8: None,
         };
         self.run_shape(shape, [w, x, y], None)
     }
@@ -533,8 +576,9 @@ impl Gemm {
         let (alpha, beta) = (1f32, if out == Out::AddF32 { 1f32 } else { 0f32 });
         let stream = self.stream.cu_stream() as sys::cudaStream_t;
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
-        // SAFETY: w holds n rows of k bf16 ldw apart, x m rows of k bf16 ldx apart and y m rows
-        // of n values (f32, or bf16 for an Out::Bf16 plan) ldy apart, for each matmul of a batch
+        // SAFETY: w holds n rows of k values ldw apart, x m rows of k ldx apart (bf16, or e4m3
+        // for an fp8 plan) and y m rows of n values (f32, or bf16 for an Out::Bf16 plan) ldy
+        // apart, for each matmul of a batch
         // at its offsets (run_batched's contract); the plan's layouts describe exactly those
         // shapes; the workspace is WORKSPACE_BYTES long and only used on this stream.
         unsafe {

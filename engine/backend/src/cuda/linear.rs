@@ -3,8 +3,8 @@
 //! two GEMVs taking the RMS norm before them (folded into one-row launches, through
 //! gemv_norm_stats for more). bf16 matmuls are cuBLASLt's; fp8 matrices take the fp8 GEMVs,
 //! then gemm_fp8 up to FP8_GEMM_MAX_ROWS rows (on Hopper gate/up with the SwiGLU in the
-//! matmul's epilogue), and past that W8A8 on cuBLASLt where it has outer-vector scales, else
-//! they are dequantized to bf16 for cuBLASLt.
+//! matmul's epilogue), and past that W8A8 on cuBLASLt where it has fp8 matmuls (the scales
+//! applied by cuBLASLt or by a pass after it), else they are dequantized to bf16 for cuBLASLt.
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;

@@ -42,7 +42,7 @@ use arena::Arena;
 use buffers::matmul_input_bf16;
 pub use buffers::{CudaBuf, CudaKvCache};
 pub use device::CudaDeviceInfo;
-use gemm::Gemm;
+use gemm::{Fp8Scales, Gemm};
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
 use kernels::{Kernels, RopeShape, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS};
@@ -93,9 +93,9 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     kernels: Kernels,
     device_name: String,
-    /// Whether fp8 matrices past FP8_GEMM_MAX_ROWS rows run as W8A8 on cuBLASLt (`Gemm::fp8_rows`)
-    /// rather than dequantized to bf16.
-    w8a8: bool,
+    /// How fp8 matrices past FP8_GEMM_MAX_ROWS rows run as W8A8 on cuBLASLt (`Gemm::w8a8`), or
+    /// None where they are dequantized to bf16.
+    w8a8: Option<Fp8Scales>,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
@@ -377,12 +377,20 @@ impl Backend for CudaBackend {
                 "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
                  (<= {FP8_GEMM_MAX_ROWS} rows), {} (more rows)",
                 self.kernels.fp8_gemm_kernel(),
-                if self.w8a8 {
-                    "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x fp8 \
-                     -> f32 with outer-vector scales"
-                } else {
-                    "dequantized to bf16 for cuBLASLt bf16 x bf16 -> f32 (this cuBLASLt has no \
-                     outer-vector fp8 scales on this GPU, or HEARTH_FP8_W8A8=0)"
+                match self.w8a8 {
+                    Some(Fp8Scales::Rows) => {
+                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x \
+                         fp8 -> f32 with outer-vector scales"
+                    }
+                    Some(Fp8Scales::Pass) => {
+                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x \
+                         fp8 -> f32, the scales applied by a pass after it (this cuBLASLt has no \
+                         outer-vector fp8 scales, or HEARTH_FP8_W8A8=pass)"
+                    }
+                    None => {
+                        "dequantized to bf16 for cuBLASLt bf16 x bf16 -> f32 (no fp8 matmuls in \
+                         this cuBLASLt on this GPU, or HEARTH_FP8_W8A8=0)"
+                    }
                 }
             ),
             CudaWeight::Matrix { .. } => format!(

@@ -5,7 +5,7 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::gemm::{Gemm, Out};
+use super::gemm::{Fp8Scales, Gemm, Out};
 use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS};
 use super::{CudaBackend, CudaBuf, State};
 use crate::ops::AttnShape;
@@ -88,15 +88,18 @@ impl CudaBackend {
     /// rows takes W8A8 (`gemm_w8a8`): cuBLASLt has the scales (`Gemm::fp8_rows`) and the rows
     /// of w, x and y and the scale vectors are 16-byte aligned.
     pub(super) fn w8a8_takes(&self, n: usize, k: usize, scales: u64) -> bool {
-        self.w8a8
+        self.w8a8.is_some()
             && scales != 0
             && scales.is_multiple_of(16)
             && k.is_multiple_of(16)
             && n.is_multiple_of(8)
     }
 
-    /// W8A8 (`Gemm::run_fp8`): x's rows quantized to e4m3 with a scale each into the scratch
-    /// buffer (the values, then the scales), then one fp8 matmul with w's row scales.
+    /// W8A8: x's rows quantized to e4m3 with a scale each into the scratch buffer (the values,
+    /// then the scales), then one fp8 matmul with w's row scales applied by cuBLASLt
+    /// (`Gemm::run_fp8`), or unscaled and the scales applied by `fp8_rescale` after it: in
+    /// place, except that a sum for the residual stream goes to the fused buffer first (free
+    /// between ops, and as wide as the residual stream: `ModelInfo::fused_floats_per_token`).
     fn gemm_w8a8(
         &self,
         (w, sw): (u64, u64),
@@ -110,7 +113,17 @@ impl CudaBackend {
         let sx = xq + (m * k) as u64;
         self.kernels
             .quantize_rows_fp8((x.ptr, x.bf16), (xq, sx), (m, k))?;
-        self.on_gemm(|g| g.run_fp8((w, sw), (xq, sx), out, (m, n, k), mode))?;
+        if self.w8a8 == Some(Fp8Scales::Rows) {
+            self.on_gemm(|g| g.run_fp8((w, sw), (xq, sx), out, (m, n, k), mode))?;
+            return Ok(out);
+        }
+        let (raw, raw_mode) = match mode {
+            Out::AddF32 => (self.fused_buf(m * n)?, Out::F32),
+            _ => (out, mode),
+        };
+        self.on_gemm(|g| g.run_fp8_unscaled(w, xq, raw, (m, n, k), raw_mode))?;
+        self.kernels
+            .fp8_rescale((raw, out, mode), (sx, sw), (m, n))?;
         Ok(out)
     }
 

@@ -1,6 +1,6 @@
 //! gemm_fp8 (cu/gemm_fp8.cu) and gemm_fp8_tma (cu/gemm_fp8_tma.cu): fp8 matrices past the GEMV
 //! rows, read as fp8 by the tensor cores; and the conversions of the cuBLASLt paths past
-//! FP8_GEMM_MAX_ROWS (fp8_rows_to_bf16, quantize_rows_fp8).
+//! FP8_GEMM_MAX_ROWS (fp8_rows_to_bf16, quantize_rows_fp8, fp8_rescale).
 
 use cudarc::driver::sys::CUtensorMapDataType::{
     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16, CU_TENSOR_MAP_DATA_TYPE_UINT8 as U8,
@@ -256,6 +256,29 @@ impl Kernels {
             scales,
             cols_i
         )
+    }
+
+    /// W8A8's scales after an unscaled fp8 matmul: y [rows, n] = raw * sx[row] * sw[col] as
+    /// `mode` says (raw and y f32 for Out::F32, bf16 for Out::Bf16, may be the same buffer; for
+    /// Out::AddF32 raw f32 is added into y); n % 4 == 0, sw 16-byte aligned.
+    pub fn fp8_rescale(
+        &self,
+        (raw, y, mode): (u64, u64, Out),
+        (sx, sw): (u64, u64),
+        (rows, n): (usize, usize),
+    ) -> Result<(), BackendError> {
+        assert!(
+            n.is_multiple_of(4) && sw.is_multiple_of(16),
+            "fp8_rescale takes n % 4 == 0 and 16-byte aligned scales"
+        );
+        let mode_i: i32 = match mode {
+            Out::F32 => 0,
+            Out::Bf16 => 1,
+            Out::AddF32 => 2,
+        };
+        let n_i = n as i32;
+        let config = cfg((rows as u32, 1), row_threads(n / 4));
+        launch!(self, fp8_rescale, config, raw, y, sx, sw, n_i, mode_i)
     }
 
     /// Sets the chosen fp8 GEMM's shared memory limit and, for gemm_fp8_tma, measures how many
