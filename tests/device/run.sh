@@ -49,7 +49,8 @@
 #            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
 #            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
 #            one command, on the Qwen3-8B shape, with AB_ARGS added to the bench's arguments
-#            (e.g. "--quantization fp8"), AB_KV=fp8 for an fp8 KV cache; a setting with
+#            (e.g. "--quantization fp8"), AB_KV=fp8 for an fp8 KV cache (AB_MAX_SEQS sequences
+#            at most, default 64); a setting with
 #            HEARTH_BIN=old runs the engine packed as
 #            devbin/hearth-engine-old (pack.sh with OLD_ENGINE=path), for an A/B of two builds
 #   ring     the weight ring (HEARTH_RING_DECODE=1): the same bits as the kernels on the
@@ -225,10 +226,11 @@ abenv)
     ;;
 serveenv)
     make_models q8b
-    # AB_KV=fp8: the model through a spec with an fp8 KV cache.
+    # AB_KV=fp8: the model through a spec with an fp8 KV cache (and max_num_seqs AB_MAX_SEQS,
+    # default 64).
     src=(--model /tmp/q8b)
     if [ -n "${AB_KV:-}" ]; then
-        printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: %s, max_model_len: 4096, max_num_seqs: 64}\n' "$AB_KV" > /tmp/q8b-kv.yaml
+        printf 'name: q8b-kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: %s, max_model_len: 4096, max_num_seqs: %s}\n' "$AB_KV" "${AB_MAX_SEQS:-64}" > /tmp/q8b-kv.yaml
         src=(--spec /tmp/q8b-kv.yaml)
     fi
     for i in $(seq "${AB_ROUNDS:-2}"); do

@@ -2,10 +2,10 @@
 //! which dequantizes the same bytes to f32: the fp8 GEMVs (1-8 rows: one matrix, into the
 //! residual stream, Q/K/V, SwiGLU, the RMS norm folded in or from gemv_norm_stats) and, past the
 //! GEMV rows gemm_fp8 on the tensor cores (up to 128 rows and K % 16 == 0; K split in parts for
-//! narrow matrices) and past those W8A8 (x's rows quantized to e4m3 with a scale each, cuBLASLt's
-//! fp8 matmul) where the GPU's cuBLASLt has it, else the matrices dequantized to bf16 for
-//! cuBLASLt (fused when uploaded as a group). A row's outputs have the same bits alone and among
-//! 2-8 rows, and among 12-128 rows (gemm_fp8).
+//! narrow matrices), past 64 rows W8A8 (x's rows quantized to e4m3 with a scale each, cuBLASLt's
+//! fp8 matmul) where the GPU's cuBLASLt has it, else past 128 rows the matrices dequantized to
+//! bf16 for cuBLASLt (fused when uploaded as a group). A row's outputs have the same bits alone
+//! and among 2-8 rows, and among 12 rows and as many as gemm_fp8 takes.
 //!
 //! Runs with the `cuda` feature where HEARTH_TEST_CUDA=1 says a GPU is there. Tolerances: the
 //! GEMVs compute in f32 on the exact fp8 values (1e-3, summation order); past 8 rows the inputs
@@ -38,13 +38,14 @@ fn fp8_group(cpu: &CpuBackend, gpu: &CudaBackend, k: usize, parts: &[(usize, u64
 }
 
 /// What the GPU's matmul of m rows of x [m, k] multiplies: x itself (the GEMVs), x in bf16 (past
-/// them), and past gemm_fp8's rows, where the GPU takes W8A8, x's rows quantized as weight rows
-/// are (`quantization: fp8`).
+/// them), and past the rows where the GPU takes W8A8 (`fp8_w8a8_after`), x's rows quantized as
+/// weight rows are (`quantization: fp8`).
 fn gemm_input(gpu: &CudaBackend, x: &[f32], m: usize, k: usize) -> Vec<f32> {
-    match m {
-        ..=8 => x.to_vec(),
-        9..=128 => bf(x),
-        _ if gpu.fp8_w8a8() && k.is_multiple_of(16) => {
+    if m <= 8 {
+        return x.to_vec();
+    }
+    match gpu.fp8_w8a8_after() {
+        Some(after) if m > after && k.is_multiple_of(16) => {
             let (bytes, scales) = quantize_rows(m, k, |r, row| {
                 row.copy_from_slice(&x[r * k..(r + 1) * k]);
             });
@@ -200,7 +201,7 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
             assert!(d < tolerance(m), "fp8 {name} m={m}: {d}");
         }
         // Row 0 has the same bits alone and among up to 8 rows (the GEMVs), and among 12 and
-        // up to 128 rows (gemm_fp8).
+        // up to 128 rows (gemm_fp8), or as many as take it before W8A8.
         let first = |outs: &[(&str, Vec<f32>, Vec<f32>)]| {
             outs.iter()
                 .map(|(_, g, _)| g[..g.len() / m].to_vec())
@@ -211,9 +212,10 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
         } else if m == 12 {
             alone_tc = first(&outs);
         }
+        let tc_rows = gpu.fp8_w8a8_after().unwrap_or(128);
         let a = match m {
             ..=8 => &alone,
-            9..=128 => &alone_tc,
+            _ if m <= tc_rows => &alone_tc,
             _ => continue,
         };
         for (i, (name, g, _)) in outs.iter().enumerate() {

@@ -121,7 +121,8 @@ pub struct ServeResult {
 
 /// `concurrency` requests of `prompt_len` tokens, each generating exactly `gen_len` (ignore_eos)
 /// under `params` (request i seeded with i), submitted at once to the engine; one result per
-/// level.
+/// level. Every request of every level has a prompt of its own: a level must not find an earlier
+/// level's prompts in the prefix cache.
 pub fn run_serving(
     engine: &crate::EngineHandle,
     vocab: usize,
@@ -130,15 +131,16 @@ pub fn run_serving(
     params: &SamplingParams,
 ) -> Result<Vec<ServeResult>, RuntimeError> {
     let mut results = Vec::new();
+    let mut first = 0;
     for &c in levels {
         let t = Instant::now();
         let mut streams = Vec::with_capacity(c);
-        for i in 0..c {
+        for i in first..first + c {
             // Distinct prompts so the prefix cache does not turn this into a cache benchmark.
             let prompt: Vec<u32> = prompt(prompt_len + 1, vocab)
                 .into_iter()
                 .skip(1)
-                .map(|x| (x + i as u32 * 17) % vocab as u32)
+                .map(|x| ((x as usize + i * 17) % vocab) as u32)
                 .collect();
             let mut req = crate::ValidRequest::new(prompt, gen_len);
             req.params = SamplingParams {
@@ -176,6 +178,7 @@ pub fn run_serving(
             ttft_mean: ttft_sum / metrics.len().max(1) as u32,
             ttft_max: metrics.iter().map(|m| m.ttft).max().unwrap_or_default(),
         });
+        first += c;
     }
     Ok(results)
 }

@@ -11,7 +11,7 @@ use cudarc::nvrtc::Ptx;
 use super::arena::Arena;
 use super::gemm::Gemm;
 use super::graph::DecodeGraphs;
-use super::kernels::Kernels;
+use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS, W8A8_AFTER_ROWS};
 use super::{step, CudaBackend, State};
 use crate::BackendError;
 
@@ -58,6 +58,11 @@ impl CudaBackend {
         let device_name = ctx.name()?;
         let gemm = Gemm::new(stream.clone())?;
         let w8a8 = gemm.w8a8();
+        let w8a8_after = std::env::var("HEARTH_FP8_W8A8_ROWS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(W8A8_AFTER_ROWS)
+            .clamp(GEMV_MAX_ROWS, FP8_GEMM_MAX_ROWS);
         let state = State {
             arena: Arena::new(stream.clone()),
             gemm,
@@ -87,6 +92,7 @@ impl CudaBackend {
             kernels,
             device_name,
             w8a8,
+            w8a8_after,
             state: Mutex::new(state),
             graphs_allowed,
             graphs: std::sync::atomic::AtomicBool::new(false),
@@ -94,11 +100,11 @@ impl CudaBackend {
         })
     }
 
-    /// Whether fp8 matrices past gemm_fp8's rows run as W8A8 (activations quantized to e4m3 a
-    /// row at a time, cuBLASLt's fp8 matmul, the scales applied by cuBLASLt or a pass after it):
-    /// this cuBLASLt and GPU have fp8 matmuls and HEARTH_FP8_W8A8 is not 0.
-    pub fn fp8_w8a8(&self) -> bool {
-        self.w8a8.is_some()
+    /// The rows past which fp8 matrices run as W8A8 (activations quantized to e4m3 a row at a
+    /// time, cuBLASLt's fp8 matmul, the scales applied by cuBLASLt or a pass after it), or None
+    /// where they do not: this cuBLASLt and GPU have no fp8 matmuls, or HEARTH_FP8_W8A8=0.
+    pub fn fp8_w8a8_after(&self) -> Option<usize> {
+        self.w8a8.map(|_| self.w8a8_after)
     }
 
     /// The weight ring's (launches, batch-1 decode graph captures) so far (HEARTH_RING_DECODE=1;

@@ -213,7 +213,7 @@ pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
 mod gemm_fp8;
 mod tensor_map;
-pub use gemm_fp8::FP8_GEMM_MAX_ROWS;
+pub use gemm_fp8::{FP8_GEMM_MAX_ROWS, W8A8_AFTER_ROWS};
 mod gemv;
 pub use gemv::GemvNorm;
 mod moe_mla;

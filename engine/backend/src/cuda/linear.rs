@@ -2,9 +2,10 @@
 //! with the fused Q/K/V and gate/up forms (one read of weights stored back to back), and those
 //! two GEMVs taking the RMS norm before them (folded into one-row launches, through
 //! gemv_norm_stats for more). bf16 matmuls are cuBLASLt's; fp8 matrices take the fp8 GEMVs,
-//! then gemm_fp8 up to FP8_GEMM_MAX_ROWS rows (on Hopper gate/up with the SwiGLU in the
-//! matmul's epilogue), and past that W8A8 on cuBLASLt where it has fp8 matmuls (the scales
-//! applied by cuBLASLt or by a pass after it), else they are dequantized to bf16 for cuBLASLt.
+//! then past W8A8_AFTER_ROWS W8A8 on cuBLASLt where it has fp8 matmuls (the scales applied by
+//! cuBLASLt or by a pass after it), else gemm_fp8 up to FP8_GEMM_MAX_ROWS rows (on Hopper
+//! gate/up with the SwiGLU in the matmul's epilogue) and past that dequantized to bf16 for
+//! cuBLASLt.
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
@@ -123,7 +124,11 @@ impl CudaBackend {
                 dst[i] = (out.ptr, biases.map_or(0, |b| b[i].ptr()), shapes[i].1);
             }
             let scales = ws[0].scales();
-            if biases.is_none() && scales != 0 && self.kernels.fp8_epilogue_fits(m, k) {
+            if biases.is_none()
+                && scales != 0
+                && self.kernels.fp8_epilogue_fits(m, k)
+                && !self.w8a8_runs(m, n, k, scales)
+            {
                 // fp8 on Hopper: the matmul writes q, k and v itself.
                 let r = self.bf16_copy(x, m * k).and_then(|xs| {
                     let outs = dst.map(|(ptr, _, cols)| (ptr, cols));
@@ -280,7 +285,10 @@ impl CudaBackend {
             // One GEMM over gate and up stored back to back.
             let t0 = self.prof_begin();
             self.ensure_as(out, m * n, true);
-            if gate.scales() != 0 && self.kernels.fp8_epilogue_fits(m, *k) {
+            if gate.scales() != 0
+                && self.kernels.fp8_epilogue_fits(m, *k)
+                && !self.w8a8_runs(m, n2, *k, gate.scales())
+            {
                 debug_assert_eq!(n2, 2 * *n, "gate and up of one width");
                 // fp8 on Hopper: the SwiGLU in the matmul's epilogue.
                 let r = self.bf16_copy(x, m * k).and_then(|xs| {

@@ -96,6 +96,9 @@ pub struct CudaBackend {
     /// How fp8 matrices past FP8_GEMM_MAX_ROWS rows run as W8A8 on cuBLASLt (`Gemm::w8a8`), or
     /// None where they are dequantized to bf16.
     w8a8: Option<Fp8Scales>,
+    /// Rows past which W8A8 runs, where it does (W8A8_AFTER_ROWS unless HEARTH_FP8_W8A8_ROWS
+    /// says, within GEMV_MAX_ROWS..=FP8_GEMM_MAX_ROWS).
+    w8a8_after: usize,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
@@ -375,8 +378,13 @@ impl Backend for CudaBackend {
                 ..
             } => format!(
                 "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
-                 (<= {FP8_GEMM_MAX_ROWS} rows), {} (more rows)",
+                 (<= {} rows), {} (more rows)",
                 self.kernels.fp8_gemm_kernel(),
+                if self.w8a8.is_some() {
+                    self.w8a8_after
+                } else {
+                    FP8_GEMM_MAX_ROWS
+                },
                 match self.w8a8 {
                     Some(Fp8Scales::Rows) => {
                         "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x \

@@ -6,7 +6,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::gemm::{Fp8Scales, Gemm, Out};
-use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS};
+use super::kernels::Kernels;
 use super::{CudaBackend, CudaBuf, State};
 use crate::ops::AttnShape;
 use crate::BackendError;
@@ -58,7 +58,8 @@ impl CudaBackend {
     }
 
     /// out (as `mode` says) = x . w^T for a bf16 or fp8 matrix (`scales` nonzero): fp8 takes
-    /// gemm_fp8 where the rows fit it, else the matrix goes to cuBLASLt (as bf16).
+    /// W8A8 past `w8a8_after` rows where it runs, gemm_fp8 where the rows fit it, else the
+    /// matrix goes to cuBLASLt (as bf16).
     pub(super) fn weight_gemm(
         &self,
         (w, scales): (u64, u64),
@@ -67,7 +68,7 @@ impl CudaBackend {
         (m, n, k): (usize, usize, usize),
         mode: Out,
     ) -> Result<u64, BackendError> {
-        if m > FP8_GEMM_MAX_ROWS && self.w8a8_takes(n, k, scales) {
+        if self.w8a8_runs(m, n, k, scales) {
             return self.gemm_w8a8((w, scales), x, out, (m, n, k), mode);
         }
         if scales == 0 || !self.kernels.fp8_gemm_fits(m, k) {
@@ -84,9 +85,15 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// Whether an fp8 [n, k] matrix (`scales` its row scales' address, nonzero) past gemm_fp8's
-    /// rows takes W8A8 (`gemm_w8a8`): cuBLASLt has the scales (`Gemm::fp8_rows`) and the rows
-    /// of w, x and y and the scale vectors are 16-byte aligned.
+    /// Whether m rows of an fp8 [n, k] matrix run as W8A8: past `w8a8_after` rows where the
+    /// matrix takes it (`w8a8_takes`).
+    pub(super) fn w8a8_runs(&self, m: usize, n: usize, k: usize, scales: u64) -> bool {
+        m > self.w8a8_after && self.w8a8_takes(n, k, scales)
+    }
+
+    /// Whether an fp8 [n, k] matrix (`scales` its row scales' address, nonzero) takes W8A8
+    /// (`gemm_w8a8`) past `w8a8_after` rows: cuBLASLt has fp8 matmuls (`Gemm::w8a8`) and the
+    /// rows of w, x and y and the scale vectors are 16-byte aligned.
     pub(super) fn w8a8_takes(&self, n: usize, k: usize, scales: u64) -> bool {
         self.w8a8.is_some()
             && scales != 0

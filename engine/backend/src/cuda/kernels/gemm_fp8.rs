@@ -18,6 +18,11 @@ use crate::BackendError;
 /// are faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster than
 /// dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
 pub const FP8_GEMM_MAX_ROWS: usize = 128;
+/// Rows past which fp8 matrices run as W8A8 on cuBLASLt where it has fp8 matmuls (decode
+/// batches past 64 sequences and prefill chunks; HEARTH_FP8_W8A8_ROWS changes it): at 65-128
+/// rows gemm_fp8_tma reads each weight tile twice and cuBLASLt's W8A8 is about twice as fast;
+/// at 16-64 gemm_fp8_tma is as fast or faster (Qwen3-8B's shapes on an H200).
+pub const W8A8_AFTER_ROWS: usize = 64;
 /// The kernels' tile (FG_ROWS, FG_FEATURES in cu/gemm_fp8.cu) and threads.
 const ROWS: usize = 64;
 const FEATURES: usize = 256;
