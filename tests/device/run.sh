@@ -379,7 +379,8 @@ ncu)
 serve)
     # Once per KV cache type in HEARTH_SERVE_KV (default: auto = bf16) and engine in
     # HEARTH_SERVE_ENGINES (default "new"; "old" is devbin/hearth-engine-old, pack.sh's
-    # OLD_ENGINE; "NAME:VAR=value,VAR=value" runs the new one with those settings).
+    # OLD_ENGINE; "NAME:VAR=value,VAR=value" runs the new one with those settings), with
+    # HEARTH_SERVE_MAX_SEQS sequences at most (default 64).
     for engine in ${HEARTH_SERVE_ENGINES:-new}; do
     eng=${engine%%:*}
     envs=()
@@ -391,7 +392,7 @@ serve)
 name: qwen3-8b-random
 model: /tmp/q8b
 served_model_name: qwen3-8b
-engine: {device: cuda, max_model_len: 4096, max_num_seqs: 64, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv${HEARTH_SERVE_QUANT:+, quantization: $HEARTH_SERVE_QUANT}}
+engine: {device: cuda, max_model_len: 4096, max_num_seqs: ${HEARTH_SERVE_MAX_SEQS:-64}, gpu_memory_utilization: 0.95, kv_cache_dtype: $kv${HEARTH_SERVE_QUANT:+, quantization: $HEARTH_SERVE_QUANT}}
 server: {host: 127.0.0.1, port: 8321}
 YAML
     echo "== serve ($eng), kv_cache_dtype $kv" | tee -a "$OUT/summary.txt"
