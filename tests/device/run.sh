@@ -44,7 +44,8 @@
 #            kernel build devbin/kernels-NAME.cubin in turn, in rounds (SAMPLING_ROUNDS,
 #            default 2) in this one command
 #   abenv    batch-1 decode (tg128) with each setting of AB_ENVS ("NAME:VAR=value,VAR=value ...")
-#            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b")
+#            in turn, twice, in this one command, over the shapes in AB_MODELS (default "glm q8b");
+#            a setting with HEARTH_BIN=old runs devbin/hearth-engine-old (as serveenv)
 #   serveenv the engine in process (1,000-token prompts, AB_GEN outputs, default 500) at the
 #            concurrencies in AB_CONCURRENCY (default "16,32,64") with each setting of AB_ENVS
 #            ("NAME:VAR=value,VAR=value ...") in turn, in rounds (AB_ROUNDS, default 2), in this
@@ -218,7 +219,9 @@ abenv)
         for v in ${AB_ENVS:?abenv: set AB_ENVS}; do
             for m in $models; do
                 # shellcheck disable=SC2046 # the settings split into env's arguments
-                t "abenv_${m}_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$E" bench --model "/tmp/$m" -p 512 -n 128 -r 5
+                bin="$E"
+                [[ "$v" == *HEARTH_BIN=old* ]] && bin="$B/hearth-engine-old"
+                t "abenv_${m}_${v%%:*}_$i" env $(tr , ' ' <<< "${v#*:}") "$bin" bench --model "/tmp/$m" -p 512 -n 128 -r 5
             done
         done
     done
