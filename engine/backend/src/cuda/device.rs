@@ -58,6 +58,7 @@ impl CudaBackend {
         let device_name = ctx.name()?;
         let gemm = Gemm::new(stream.clone())?;
         let w8a8 = gemm.w8a8();
+        let cublaslt_version = gemm.version();
         let w8a8_after = std::env::var("HEARTH_FP8_W8A8_ROWS")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
@@ -93,6 +94,7 @@ impl CudaBackend {
             device_name,
             w8a8,
             w8a8_after,
+            cublaslt_version,
             state: Mutex::new(state),
             graphs_allowed,
             graphs: std::sync::atomic::AtomicBool::new(false),

@@ -33,6 +33,9 @@ const CANDIDATES: usize = 8;
 /// cublasLtMatmulMatrixScale_t's CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (cuBLASLt 12.9; the
 /// 12.8 bindings the backend builds against do not name it): an f32 scale a row of the operand.
 const SCALE_OUTER_VEC_32F: i32 = 3;
+/// The first cuBLASLt with SCALE_OUTER_VEC_32F (cublasLtGetVersion's major * 10000 + minor *
+/// 100 + patch): older ones are not asked for it, whatever an unknown mode would do there.
+const OUTER_VEC_VERSION: usize = 120_900;
 
 struct Plan {
     desc: sys::cublasLtMatmulDesc_t,
@@ -48,6 +51,8 @@ pub struct Gemm {
     workspace: CudaSlice<u8>,
     plans: HashMap<Shape, Plan>,
     w8a8: Option<Fp8Scales>,
+    /// cublasLtGetVersion (e.g. 130100 for 13.1.0).
+    version: usize,
 }
 
 /// How a W8A8 matmul's row scales are applied.
@@ -146,20 +151,30 @@ impl Gemm {
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let handle = result::create_handle().map_err(|e| err("create handle", e))?;
         let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES)?;
+        // SAFETY: a query of the loaded library's version, no arguments.
+        let version = unsafe { sys::cublasLtGetVersion() };
         let mut gemm = Gemm {
             handle,
             stream,
             workspace,
             plans: HashMap::new(),
             w8a8: None,
+            version,
         };
         let wanted: &[Fp8Scales] = match std::env::var("HEARTH_FP8_W8A8").as_deref() {
             Ok("0") => &[],
             Ok("pass") => &[Fp8Scales::Pass],
+            _ if version < OUTER_VEC_VERSION => &[Fp8Scales::Pass],
             _ => &[Fp8Scales::Rows, Fp8Scales::Pass],
         };
         gemm.w8a8 = wanted.iter().copied().find(|s| gemm.probe_fp8(*s));
         Ok(gemm)
+    }
+
+    /// The loaded cuBLASLt's version as "major.minor.patch", for the startup log.
+    pub fn version(&self) -> String {
+        let v = self.version;
+        format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
     }
 
     /// How W8A8 matmuls run here, if they do: with the scales applied by this cuBLASLt, or by a

@@ -99,6 +99,8 @@ pub struct CudaBackend {
     /// Rows past which W8A8 runs, where it does (W8A8_AFTER_ROWS unless HEARTH_FP8_W8A8_ROWS
     /// says, within GEMV_MAX_ROWS..=FP8_GEMM_MAX_ROWS).
     w8a8_after: usize,
+    /// The loaded cuBLASLt's version ("13.1.0"), for the startup log.
+    cublaslt_version: String,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
@@ -386,19 +388,22 @@ impl Backend for CudaBackend {
                     FP8_GEMM_MAX_ROWS
                 },
                 match self.w8a8 {
-                    Some(Fp8Scales::Rows) => {
-                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x \
-                         fp8 -> f32 with outer-vector scales"
-                    }
-                    Some(Fp8Scales::Pass) => {
-                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt fp8 x \
-                         fp8 -> f32, the scales applied by a pass after it (this cuBLASLt has no \
-                         outer-vector fp8 scales, or HEARTH_FP8_W8A8=pass)"
-                    }
-                    None => {
-                        "dequantized to bf16 for cuBLASLt bf16 x bf16 -> f32 (no fp8 matmuls in \
-                         this cuBLASLt on this GPU, or HEARTH_FP8_W8A8=0)"
-                    }
+                    Some(Fp8Scales::Rows) => format!(
+                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt {} \
+                         fp8 x fp8 -> f32 with outer-vector scales",
+                        self.cublaslt_version
+                    ),
+                    Some(Fp8Scales::Pass) => format!(
+                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt {} \
+                         fp8 x fp8 -> f32, the scales applied by a pass after it (outer-vector \
+                         fp8 scales need cuBLASLt 12.9, or HEARTH_FP8_W8A8=pass)",
+                        self.cublaslt_version
+                    ),
+                    None => format!(
+                        "dequantized to bf16 for cuBLASLt {} bf16 x bf16 -> f32 (no fp8 matmuls \
+                         in it on this GPU, or HEARTH_FP8_W8A8=0)",
+                        self.cublaslt_version
+                    ),
                 }
             ),
             CudaWeight::Matrix { .. } => format!(
