@@ -121,8 +121,10 @@ t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1
 fp8_checks() {
     HEARTH_TEST_CUDA=1 t cuda_fp8 "$B/cuda_fp8" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
-    # W8A8 with the scales applied by a pass (cuBLASLt before 12.9, as the CUDA 12.8 image's).
+    # W8A8 with the scales applied by a pass (cuBLASLt before 12.9, as the CUDA 12.8 image's),
+    # and gemm_fp8 and its epilogues up to 128 rows (W8A8 from 129, as without gemm_fp8_tma).
     HEARTH_FP8_W8A8=pass HEARTH_TEST_CUDA=1 t cuda_fp8_pass "$B/cuda_fp8" --nocapture --test-threads=1
+    HEARTH_FP8_W8A8_ROWS=128 HEARTH_TEST_CUDA=1 t cuda_fp8_rows128 "$B/cuda_fp8" --nocapture --test-threads=1
     HEARTH_FP8_W8A8=pass HEARTH_TEST_CUDA=1 t memcheck_fp8_pass compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
     make_models q8b
     [ -e /tmp/q8b-ref-fp8.json ] || t reference_fp8 python3 tests/device/qwen3_8b.py reference-fp8 /tmp/q8b /tmp/q8b-ref-fp8.json
@@ -314,7 +316,7 @@ w8a8)
     # outputs, W8A8_CONCURRENCY, default 32,64) with each of W8A8_MODES in turn, W8A8_ROUNDS
     # times (default 1), in this one command.
     fp8_checks
-    # A 300-token prompt (W8A8 past 128 rows) against transformers on the same fp8 weights with
+    # A 300-token prompt (W8A8 past 64 rows) against transformers on the same fp8 weights with
     # W8A8's quantized inputs emulated and without: reported, not judged (this random 36-layer
     # model amplifies noise at that length: transformers' own emulation moves its logits 43%).
     # W8A8_LONG=0 skips it.

@@ -40,12 +40,12 @@ fn fp8_group(cpu: &CpuBackend, gpu: &CudaBackend, k: usize, parts: &[(usize, u64
 /// What the GPU's matmul of m rows of x [m, k] multiplies: x itself (the GEMVs), x in bf16 (past
 /// them), and past the rows where the GPU takes W8A8 (`fp8_w8a8_after`), x's rows quantized as
 /// weight rows are (`quantization: fp8`).
-fn gemm_input(gpu: &CudaBackend, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+fn gemm_input(gpu: &CudaBackend, x: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f32> {
     if m <= 8 {
         return x.to_vec();
     }
     match gpu.fp8_w8a8_after() {
-        Some(after) if m > after && k.is_multiple_of(16) => {
+        Some(after) if m > after && k.is_multiple_of(16) && n.is_multiple_of(8) => {
             let (bytes, scales) = quantize_rows(m, k, |r, row| {
                 row.copy_from_slice(&x[r * k..(r + 1) * k]);
             });
@@ -88,7 +88,7 @@ fn fp8_linears_match_cpu() {
         let bias = HostWeight::f32("b", vec![n], rand(n, 2));
         let (bc, bg) = (cpu.upload(bias.clone()).unwrap(), gpu.upload(bias).unwrap());
         let x = rand(m * k, 3);
-        let xc = gemm_input(&gpu, &x, m, k);
+        let xc = gemm_input(&gpu, &x, (m, n, k));
         let kinds = vec![false; m];
         let mut oc = cpu.buf(0);
         cpu.linear(&xc, &kinds, &wc[0], Some(&bc), &mut oc);
@@ -124,7 +124,7 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
     let (mut alone, mut alone_tc): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (Vec::new(), Vec::new());
     for m in [1, 2, 5, 8, 12, 64, 100, 128, 200] {
         let x = rand(m * k, 36);
-        let xc = gemm_input(&gpu, &x, m, k);
+        let xc = gemm_input(&gpu, &x, (m, nq, k));
         let kinds = vec![false; m];
         let (mut q, mut kk, mut v) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
         cpu.linear_qkv(
@@ -140,7 +140,7 @@ fn fp8_fused_qkv_and_swiglu_match_cpu_and_are_batch_invariant() {
         let mut h = cpu.buf(0);
         cpu.rms_norm(&x, &nc, 1e-6, &mut h);
         let hc = if m > 8 {
-            gemm_input(&gpu, &bf(&h), m, k)
+            gemm_input(&gpu, &bf(&h), (m, nq, k))
         } else {
             h.clone()
         };

@@ -58,11 +58,19 @@ impl CudaBackend {
         let device_name = ctx.name()?;
         let gemm = Gemm::new(stream.clone())?;
         let w8a8 = gemm.w8a8();
-        let cublaslt_version = gemm.version();
+        let w8a8_path = gemm.w8a8_path();
+        // W8A8_AFTER_ROWS was measured against gemm_fp8_tma (Hopper); where gemm_fp8 runs on
+        // mma.sync, W8A8 keeps to past FP8_GEMM_MAX_ROWS. HEARTH_FP8_W8A8_ROWS sets it (within
+        // GEMV_MAX_ROWS..=FP8_GEMM_MAX_ROWS; the kernel path line shows the rows it took).
+        let default_after = if kernels.fp8_gemm_on_wgmma() {
+            W8A8_AFTER_ROWS
+        } else {
+            FP8_GEMM_MAX_ROWS
+        };
         let w8a8_after = std::env::var("HEARTH_FP8_W8A8_ROWS")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(W8A8_AFTER_ROWS)
+            .unwrap_or(default_after)
             .clamp(GEMV_MAX_ROWS, FP8_GEMM_MAX_ROWS);
         let state = State {
             arena: Arena::new(stream.clone()),
@@ -94,7 +102,7 @@ impl CudaBackend {
             device_name,
             w8a8,
             w8a8_after,
-            cublaslt_version,
+            w8a8_path,
             state: Mutex::new(state),
             graphs_allowed,
             graphs: std::sync::atomic::AtomicBool::new(false),

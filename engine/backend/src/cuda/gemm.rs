@@ -171,10 +171,25 @@ impl Gemm {
         Ok(gemm)
     }
 
-    /// The loaded cuBLASLt's version as "major.minor.patch", for the startup log.
-    pub fn version(&self) -> String {
+    /// How fp8 matrices past the W8A8 rows run, for the startup log's kernel path line.
+    pub fn w8a8_path(&self) -> String {
         let v = self.version;
-        format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+        let lt = format!("cuBLASLt {}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+        match self.w8a8 {
+            Some(Fp8Scales::Rows) => format!(
+                "W8A8: activations quantized to e4m3 with a scale a row, {lt} fp8 x fp8 -> f32 \
+                 with outer-vector scales"
+            ),
+            Some(Fp8Scales::Pass) => format!(
+                "W8A8: activations quantized to e4m3 with a scale a row, {lt} fp8 x fp8 -> f32, \
+                 the scales applied by a pass after it (outer-vector fp8 scales need cuBLASLt \
+                 12.9 and a GPU it has them for, or HEARTH_FP8_W8A8=pass)"
+            ),
+            None => format!(
+                "dequantized to bf16 for {lt} bf16 x bf16 -> f32 (no fp8 matmuls in it on this \
+                 GPU, or HEARTH_FP8_W8A8=0)"
+            ),
+        }
     }
 
     /// How W8A8 matmuls run here, if they do: with the scales applied by this cuBLASLt, or by a
@@ -187,18 +202,7 @@ impl Gemm {
     /// Asks the heuristic for a W8A8 matmul of a prefill-like shape (the workspace stands in
     /// for the scale vectors: the heuristic reads no data).
     fn probe_fp8(&self, scales: Fp8Scales) -> bool {
-        let shape = Shape {
-            m: 256,
-            n: 256,
-            k: 256,
-            ldw: 256,
-            ldx: 256,
-            ldy: 256,
-            batch: 1,
-            offsets: [0; 3],
-            out: Out::F32,
-            fp8: Some(scales),
-        };
+        let shape = fp8_shape((256, 256, 256), Out::F32, scales);
         let ws = self.workspace.device_ptr(&self.stream).0;
         let Ok(plan) = self.describe(shape) else {
             return false;
@@ -593,9 +597,9 @@ impl Gemm {
         let ws = self.workspace.device_ptr(&self.stream).0 as *mut c_void;
         // SAFETY: w holds n rows of k values ldw apart, x m rows of k ldx apart (bf16, or e4m3
         // for an fp8 plan) and y m rows of n values (f32, or bf16 for an Out::Bf16 plan) ldy
-        // apart, for each matmul of a batch
-        // at its offsets (run_batched's contract); the plan's layouts describe exactly those
-        // shapes; the workspace is WORKSPACE_BYTES long and only used on this stream.
+        // apart, for each matmul of a batch at its offsets (run_batched's contract); the plan's
+        // layouts describe exactly those shapes; the workspace is WORKSPACE_BYTES long and only
+        // used on this stream.
         unsafe {
             result::matmul(
                 self.handle,

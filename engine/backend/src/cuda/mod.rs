@@ -93,14 +93,13 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     kernels: Kernels,
     device_name: String,
-    /// How fp8 matrices past FP8_GEMM_MAX_ROWS rows run as W8A8 on cuBLASLt (`Gemm::w8a8`), or
-    /// None where they are dequantized to bf16.
+    /// How fp8 matrices past `w8a8_after` rows run as W8A8 on cuBLASLt (`Gemm::w8a8`), or None
+    /// where they keep gemm_fp8 up to FP8_GEMM_MAX_ROWS and are dequantized to bf16 past it.
     w8a8: Option<Fp8Scales>,
-    /// Rows past which W8A8 runs, where it does (W8A8_AFTER_ROWS unless HEARTH_FP8_W8A8_ROWS
-    /// says, within GEMV_MAX_ROWS..=FP8_GEMM_MAX_ROWS).
+    /// Rows past which W8A8 runs, where it does (see device.rs).
     w8a8_after: usize,
-    /// The loaded cuBLASLt's version ("13.1.0"), for the startup log.
-    cublaslt_version: String,
+    /// `Gemm::w8a8_path`, for the startup log.
+    w8a8_path: String,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
     // only caller, so this lock is never contended. It guards the arena, staging and cuBLASLt.
     state: Mutex<State>,
@@ -387,24 +386,7 @@ impl Backend for CudaBackend {
                 } else {
                     FP8_GEMM_MAX_ROWS
                 },
-                match self.w8a8 {
-                    Some(Fp8Scales::Rows) => format!(
-                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt {} \
-                         fp8 x fp8 -> f32 with outer-vector scales",
-                        self.cublaslt_version
-                    ),
-                    Some(Fp8Scales::Pass) => format!(
-                        "W8A8: activations quantized to e4m3 with a scale a row, cuBLASLt {} \
-                         fp8 x fp8 -> f32, the scales applied by a pass after it (outer-vector \
-                         fp8 scales need cuBLASLt 12.9, or HEARTH_FP8_W8A8=pass)",
-                        self.cublaslt_version
-                    ),
-                    None => format!(
-                        "dequantized to bf16 for cuBLASLt {} bf16 x bf16 -> f32 (no fp8 matmuls \
-                         in it on this GPU, or HEARTH_FP8_W8A8=0)",
-                        self.cublaslt_version
-                    ),
-                }
+                self.w8a8_path
             ),
             CudaWeight::Matrix { .. } => format!(
                 "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",

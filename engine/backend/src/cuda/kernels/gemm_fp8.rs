@@ -1,6 +1,6 @@
 //! gemm_fp8 (cu/gemm_fp8.cu) and gemm_fp8_tma (cu/gemm_fp8_tma.cu): fp8 matrices past the GEMV
-//! rows, read as fp8 by the tensor cores; and the conversions of the cuBLASLt paths past
-//! FP8_GEMM_MAX_ROWS (fp8_rows_to_bf16, quantize_rows_fp8, fp8_rescale).
+//! rows, read as fp8 by the tensor cores; and the conversions of the cuBLASLt paths past them
+//! (fp8_rows_to_bf16, quantize_rows_fp8, fp8_rescale).
 
 use cudarc::driver::sys::CUtensorMapDataType::{
     CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 as BF16, CU_TENSOR_MAP_DATA_TYPE_UINT8 as U8,
@@ -13,15 +13,17 @@ use super::tensor_map::TensorMap;
 use super::{cfg, flat, row_threads, Kernels, LaunchConfig};
 use crate::BackendError;
 
-/// Rows up to which fp8 matrices take gemm_fp8 (W8A16: decode batches keep their activations'
-/// bits); past them W8A8 on cuBLASLt or the matrix dequantized to bf16 for cuBLASLt, which
-/// are faster there (Qwen3-8B's shapes on an H100: gemm_fp8 is 1.2-2.8x faster than
-/// dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
+/// Rows up to which fp8 matrices can take gemm_fp8 (W8A16: decode batches keep their
+/// activations' bits) where W8A8 does not take them first (W8A8_AFTER_ROWS); past them the
+/// matrix is dequantized to bf16 for cuBLASLt, which is faster there (Qwen3-8B's shapes on an
+/// H100: gemm_fp8 is 1.2-2.8x faster than dequantizing at 9-128 rows, 1.4-2.2x slower at 256).
 pub const FP8_GEMM_MAX_ROWS: usize = 128;
-/// Rows past which fp8 matrices run as W8A8 on cuBLASLt where it has fp8 matmuls (decode
-/// batches past 64 sequences and prefill chunks; HEARTH_FP8_W8A8_ROWS changes it): at 65-128
-/// rows gemm_fp8_tma reads each weight tile twice and cuBLASLt's W8A8 is about twice as fast;
-/// at 16-64 gemm_fp8_tma is as fast or faster (Qwen3-8B's shapes on an H200).
+/// Rows past which fp8 matrices run as W8A8 on cuBLASLt where it has fp8 matmuls and the fp8
+/// matmul before it is gemm_fp8_tma (decode batches past 64 sequences and prefill chunks;
+/// HEARTH_FP8_W8A8_ROWS changes it; with gemm_fp8 on mma.sync it is FP8_GEMM_MAX_ROWS, not
+/// measured against it): at 65-128 rows gemm_fp8_tma reads each weight tile twice and
+/// cuBLASLt's W8A8 is about twice as fast; at 16-64 gemm_fp8_tma is as fast or faster
+/// (Qwen3-8B's shapes on an H200).
 pub const W8A8_AFTER_ROWS: usize = 64;
 /// The kernels' tile (FG_ROWS, FG_FEATURES in cu/gemm_fp8.cu) and threads.
 const ROWS: usize = 64;
@@ -345,11 +347,17 @@ impl Kernels {
         }
     }
 
+    /// Whether fp8 matrices past the GEMV rows take gemm_fp8_tma (on wgmma; compute capability
+    /// 9.0) rather than gemm_fp8 on mma.sync.
+    pub fn fp8_gemm_on_wgmma(&self) -> bool {
+        self.fp8_gemm == Some(Fp8Gemm::Wgmma)
+    }
+
     /// Whether fp8 matrices of `rows` rows over `k` columns stored together take
     /// gemm_fp8_tma's fused epilogues (compute capability 9.0): `gemm_fp8_swiglu` for a gate/up
     /// pair, `gemm_fp8_qkv` for Q/K/V.
     pub fn fp8_epilogue_fits(&self, rows: usize, k: usize) -> bool {
-        self.fp8_gemm == Some(Fp8Gemm::Wgmma) && self.fp8_gemm_fits(rows, k)
+        self.fp8_gemm_on_wgmma() && self.fp8_gemm_fits(rows, k)
     }
 
     /// out [m, n] bf16 = silu(x . (gate * scales)^T) * (x . (up * scales)^T) for x [m, k] bf16
