@@ -83,6 +83,14 @@
 #            is), in rounds (DATTN_ROUNDS, default 2), in one
 #            command (tests/device/decode_attn_bench.cu; needs only nvcc there); DATTN_NCU=1 adds
 #            Nsight Compute on the first variant (64 rows, fp8) and its top stalls by instruction
+#   pwg      the wgmma prefill attention in the engine: cuda_ops (its bits against mma.sync's),
+#            memcheck over the attention tests, pp8192 with HEARTH_PREFILL_ATTN unset and =mma
+#            in turn, twice, bf16 / fp8 weights / fp8 weights and cache (pack.sh cuda_ops)
+#   pattn    prefill attention alone (attn_prefill_tc on mma.sync against attn_prefill_wg on
+#            wgmma, Qwen3-8B heads, bf16 and fp8): checked against f32 and each other, timed on
+#            an 8,192-token prompt, with each compile-time setting in PATTN_VARIANTS ("NAME:-DX=1;
+#            ..."; default the kernels as they are) (tests/device/prefill_attn_bench.cu; needs
+#            only nvcc there)
 #   readpat  how fast gemm_fp8's block tiling can read a weight matrix with no products, row-major
 #            against tiled (tests/device/read_pattern_bench.cu; needs only nvcc there)
 #   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
@@ -465,6 +473,34 @@ dattn)
         ncu "${k[@]}" --section SourceCounters --page source --print-source sass --csv "/tmp/dattn_$v" > "$OUT/dattn_ncu_source.csv" 2>&1
         t dattn_stalls python3 tests/device/ncu_top_stalls.py "$OUT/dattn_ncu_source.csv" 40
     fi
+    ;;
+pwg)
+    # The wgmma prefill attention in the engine: the attention op tests (its bits against the
+    # mma.sync kernel's) and memcheck over them, then pp8192 with it and with
+    # HEARTH_PREFILL_ATTN=mma in turn, twice, in this one command: bf16 weights and cache, fp8
+    # weights, fp8 weights and cache.
+    HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_attn compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1 attention
+    make_models q8b
+    printf 'name: q8b-fp8kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, quantization: fp8, max_model_len: 9216}\n' > /tmp/q8b-fp8kv.yaml
+    for r in 1 2; do
+        for v in wg mma; do
+            a=(); [ $v = mma ] && a=(HEARTH_PREFILL_ATTN=mma)
+            t "pp_bf16_${v}_$r" env "${a[@]}" "$E" bench --model /tmp/q8b -p 8192 -n 1 -r 2 -u 8192
+            t "pp_fp8w_${v}_$r" env "${a[@]}" "$E" bench --model /tmp/q8b --quantization fp8 -p 8192 -n 1 -r 2 -u 8192
+            t "pp_fp8kv_${v}_$r" env "${a[@]}" "$E" bench --spec /tmp/q8b-fp8kv.yaml -p 8192 -n 1 -r 2 -u 8192
+        done
+    done
+    grep -H "pp8192" "$OUT"/pp_*.txt | tee -a "$OUT/summary.txt"
+    ;;
+pattn)
+    IFS=';' read -ra PV <<< "${PATTN_VARIANTS:-base:}"
+    for v in "${PV[@]}"; do
+        # shellcheck disable=SC2086
+        /usr/local/cuda/bin/nvcc -O3 -lineinfo -std=c++17 -gencode arch=compute_90a,code=sm_90a ${v#*:} -I engine/kernels/cu -o "/tmp/pattn_${v%%:*}" tests/device/prefill_attn_bench.cu > "$OUT/pattn_build_${v%%:*}.txt" 2>&1 &
+    done
+    wait
+    for v in "${PV[@]}"; do t "pattn_${v%%:*}" timeout 200 "/tmp/pattn_${v%%:*}"; done
     ;;
 readpat)
     t readpat_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/read_pattern_bench tests/device/read_pattern_bench.cu

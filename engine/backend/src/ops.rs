@@ -355,6 +355,8 @@ pub trait Backend: Send + Sync {
     }
     /// Which kernel path a weight uses, for the startup log.
     fn describe(&self, w: &Self::Weight) -> String;
+    /// Which kernel runs the attention of long prefill chunks (GQA), for the startup log.
+    fn describe_prefill_attention(&self) -> String;
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<Self::KvCache, BackendError>;
 
     /// Starts a forward pass over `batch`: stages its metadata for the ops below. Buffers from

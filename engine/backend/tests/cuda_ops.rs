@@ -262,11 +262,17 @@ fn paged_attention_matches_cpu_on_a_mixed_batch() {
 }
 
 /// A long prefill chunk (1,100 tokens after a 60-token cached prefix: 18 tiles x 16 head pairs,
-/// enough blocks for the two-heads-per-block tensor-core kernel on an H100) against the CPU.
+/// enough blocks for the two-heads-per-block tensor-core kernel on an H100) against the CPU; and
+/// on compute capability 9.0, where it runs on wgmma, against the mma.sync kernel's bits.
 #[test]
 fn long_prefill_attention_matches_cpu() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new(8).unwrap();
+    // The backend reads the setting when it loads its kernels; another test's backend made
+    // meanwhile would run the other kernel, which gives the same bits.
+    std::env::set_var("HEARTH_PREFILL_ATTN", "mma");
+    let mma = CudaBackend::new(0).unwrap();
+    std::env::remove_var("HEARTH_PREFILL_ATTN");
     let (n_heads, n_kv, hd, bs) = (32usize, 8usize, 128usize, 16usize);
     let (cached, n) = (60usize, 1100usize);
     let ctx = cached + n;
@@ -280,9 +286,10 @@ fn long_prefill_attention_matches_cpu() {
             dtype: Default::default(),
             latent: false,
         };
-        let (mut kc, mut kg) = (
+        let (mut kc, mut kg, mut km) = (
             cpu.alloc_kv(spec).unwrap(),
             gpu.alloc_kv(spec.with_dtype(dtype)).unwrap(),
+            mma.alloc_kv(spec.with_dtype(dtype)).unwrap(),
         );
         // Blocks in reverse order, so the table really is followed.
         let table: Vec<u32> = (0..spec.num_blocks as u32).rev().collect();
@@ -308,6 +315,8 @@ fn long_prefill_attention_matches_cpu() {
         cpu.write_kv(&mut kc, 0, &k, &v, &sc);
         let sg = gpu.begin_step(&step);
         gpu.write_kv(&mut kg, 0, &upload(&gpu, &k), &upload(&gpu, &v), &sg);
+        let sm = mma.begin_step(&step);
+        mma.write_kv(&mut km, 0, &upload(&mma, &k), &upload(&mma, &v), &sm);
         let chunk = ForwardBatch {
             tokens: vec![0; n],
             positions: (cached as u32..ctx as u32).collect(),
@@ -340,6 +349,14 @@ fn long_prefill_attention_matches_cpu() {
             dtype.name()
         );
         assert!(d < 2e-2, "long prefill attention ({}): {d}", dtype.name());
+        let mut om = mma.buf(0);
+        let sm = mma.begin_step(&chunk);
+        mma.attention(&km, 0, &upload(&mma, &q), shape, &sm, &mut om);
+        assert!(
+            gpu.to_host(&og) == mma.to_host(&om),
+            "long prefill attention ({}): the default kernel and HEARTH_PREFILL_ATTN=mma differ",
+            dtype.name()
+        );
     }
 }
 

@@ -5,6 +5,7 @@
 #include "attention_decode.cu"
 #include "attention_decode_tc.cu"
 #include "attention_prefill.cu"
+#include "attention_prefill_wg.cu"
 #include "sample.cu"
 #include "moe.cu"
 #include "mla.cu"

@@ -216,6 +216,9 @@ fn model_info<B: Backend>(
         ),
         ("mlp", b.describe(layers[0].ffn.first_weight())),
     ];
+    if matches!(layers[0].attn, Attn::Gqa(_)) {
+        kernel_paths.push(("prefill attention", b.describe_prefill_attention()));
+    }
     if let Some(l) = layers.iter().find(|l| matches!(l.ffn, Ffn::Moe(_))) {
         kernel_paths.push(("experts", b.describe(l.ffn.first_weight())));
     }

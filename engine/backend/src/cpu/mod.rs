@@ -242,6 +242,10 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn describe_prefill_attention(&self) -> String {
+        "paged attention in f32 (simd)".into()
+    }
+
     fn describe(&self, w: &CpuWeight) -> String {
         match w {
             CpuWeight::F32 { .. } => "f32 dot (simd)".into(),

@@ -58,6 +58,9 @@ pub struct Kernels {
     /// Tensor-core prefill, `[heads per block 1, 2][cache][head_dim 64, 128]` (two heads of a KV
     /// group share each K / V tile: pp8192 on Qwen3-8B 24.0k -> 25.2k tok/s).
     attn_prefill_tc: [[[CudaFunction; 2]; 2]; 2],
+    /// Prefill on wgmma for head_dim 128, `[heads per block 1, 2][cache]`
+    /// (attention_prefill_wg.cu): compute capability 9.0 only, unless HEARTH_PREFILL_ATTN=mma.
+    attn_prefill_wg: Option<[[CudaFunction; 2]; 2]>,
     argmax_rows: CudaFunction,
     sample_rows: CudaFunction,
     /// `gemv[t][(M - 1) * 4 + i]` takes M rows and GEMV_FEATURES_PER_BLOCK[i] features per
@@ -286,6 +289,19 @@ impl Kernels {
                     ],
                 ],
             ],
+            attn_prefill_wg: if cc == (9, 0)
+                && std::env::var("HEARTH_PREFILL_ATTN").as_deref() != Ok("mma")
+            {
+                Some([
+                    [f("attn_prefill_wg_128")?, f("attn_prefill_wg_fp8_128")?],
+                    [
+                        f("attn_prefill_wg_h2_128")?,
+                        f("attn_prefill_wg_h2_fp8_128")?,
+                    ],
+                ])
+            } else {
+                None
+            },
             argmax_rows: f("argmax_rows")?,
             sample_rows: f("sample_rows")?,
             gemv: [
@@ -382,6 +398,14 @@ impl Kernels {
                         Self::decode_tc_rope_smem(hd, fp8) as i32,
                     )?;
                 }
+            }
+        }
+        for (i, per_block) in k.attn_prefill_wg.iter().flatten().enumerate() {
+            for f in per_block {
+                f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    Self::prefill_wg_smem(i + 1) as i32,
+                )?;
             }
         }
         k.prepare_fp8_gemm()?;

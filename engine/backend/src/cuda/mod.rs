@@ -400,6 +400,10 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn describe_prefill_attention(&self) -> String {
+        self.kernels.prefill_attention_kernel().into()
+    }
+
     fn alloc_kv(&self, spec: KvCacheSpec) -> Result<CudaKvCache, BackendError> {
         let n = spec.num_layers
             * spec.num_blocks

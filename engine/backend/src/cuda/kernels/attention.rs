@@ -59,6 +59,25 @@ impl Kernels {
         kv + hpb * tile
     }
 
+    /// Dynamic shared memory of the wgmma prefill kernel (prefill_wg_smem<T, HPB>): 1 KiB to
+    /// align its swizzled tiles, a 64-row Q tile of 128 dims a head, and 96 KiB of K and V tiles
+    /// either cache (bf16 three sets; fp8 two widened sets and two raw stages of half the size).
+    /// 113 KiB for one head: two blocks share an SM.
+    pub(super) fn prefill_wg_smem(hpb: usize) -> usize {
+        const TILE: usize = PREFILL_TC_BK * 128 * 2;
+        1024 + hpb * TILE + 3 * 2 * TILE
+    }
+
+    /// The prefill attention kernel for long chunks, for the startup log's kernel path lines.
+    pub fn prefill_attention_kernel(&self) -> &'static str {
+        if self.attn_prefill_wg.is_some() {
+            "attn_prefill_wg on wgmma for head_dim 128 (HEARTH_PREFILL_ATTN=mma: mma.sync), \
+             attn_prefill_tc on mma.sync for 64"
+        } else {
+            "attn_prefill_tc on mma.sync"
+        }
+    }
+
     /// Dynamic shared memory of the tensor-core decode kernel (DtcSmem<HD, T>::BYTES): per warp
     /// two stages of K and V tiles (bf16 rows padded by 8 values, or fp8 rows padded by 16
     /// bytes), at least the warps' merge area.
@@ -354,12 +373,21 @@ impl Kernels {
         } else {
             1
         };
-        let f = &self.attn_prefill_tc[hpb - 1][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        // The same grid, block and numerics on wgmma (bit for bit: tests/device/run.sh pattn).
+        let (f, smem) = match &self.attn_prefill_wg {
+            Some(wg) if a.head_dim == 128 => {
+                (&wg[hpb - 1][usize::from(a.fp8)], Self::prefill_wg_smem(hpb))
+            }
+            _ => (
+                &self.attn_prefill_tc[hpb - 1][usize::from(a.fp8)][usize::from(a.head_dim == 128)],
+                Self::prefill_tc_smem(a.head_dim, a.fp8, hpb),
+            ),
+        };
         let ob = i32::from(a.out_bf16);
         let c = LaunchConfig {
             grid_dim: (n_tiles as u32, (a.n_heads / hpb) as u32, 1),
             block_dim: (128 * hpb as u32, 1, 1),
-            shared_mem_bytes: Self::prefill_tc_smem(a.head_dim, a.fp8, hpb) as u32,
+            shared_mem_bytes: smem as u32,
         };
         launch!(
             @fn self,
