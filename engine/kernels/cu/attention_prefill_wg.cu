@@ -8,7 +8,7 @@
 // Why (2026-11-29): attn_prefill_tc ran at ~225 TFLOP/s on a lent H200, 39.5% of an fp8 pp8192's
 // op time; mma.sync reaches about half of what wgmma does on Hopper. Alone on a lent H200
 // (tests/device/run.sh pattn: one 8,192-token prompt at Qwen3-8B's heads, two heads a block) this
-// kernel runs at 413 TFLOP/s against attn_prefill_tc's 255 with a bf16 cache, 318 against 224
+// kernel runs at 413 TFLOP/s against attn_prefill_tc's 255 with a bf16 cache, 366 against 224
 // with an fp8 one, with the same bits out.
 //
 // The products: S = Q K^T as wgmma m64n64k16 with Q and K both read from shared memory (K-major:
@@ -17,8 +17,8 @@
 // the transpose flag). Every tile lands in wgmma's canonical layout with the 128-byte swizzle:
 // 64 dims (128 bytes) a row, the row's 16-byte piece c at slot c ^ (row % 8), 8-row groups 1024
 // bytes apart, the other 64 dims a box further on. bf16 caches are copied straight there with
-// cp.async a tile ahead; fp8 ones land raw a tile ahead and are widened to f16 into one of two
-// tile sets.
+// cp.async a tile ahead; fp8 ones are loaded into registers a tile ahead and widened to f16 into
+// their place by the thread that loaded them.
 //
 // The pipeline of a warpgroup (FlashAttention-3's intra-warpgroup overlap): S of tile t is issued
 // and then P V of tile t - 1, and tile t's softmax runs while P V multiplies; O is rescaled once
@@ -39,15 +39,12 @@
 #define WG_BOX (WG_BK * 128)        // one 64-dim box of a K or V tile: WG_BK rows of 128 bytes
 #define WG_TILE (2 * WG_BOX)        // a K or V tile of 16-bit values
 #define WG_QTILE (2 * WG_BQ * 128)  // a head's Q tile
-#define WG_RAW (WG_BK * WG_HD)      // an fp8 tile as it landed
 
-// Dynamic shared memory: 1 KiB to align the swizzled tiles, the Q tiles, then 96 KiB of K and V:
-// bf16 three sets of (K, V) tiles (tile t's K for S, tile t - 1's V for P V, tile t + 1
-// landing), fp8 two widened sets and two raw stages.
+// Dynamic shared memory: 1 KiB to align the swizzled tiles, the Q tiles, then three sets of
+// (K, V) tiles: tile t's K for S, tile t - 1's V for P V, tile t + 1 landing.
 template <typename T, int HPB>
 __host__ __device__ constexpr int prefill_wg_smem() {
-    return 1024 + HPB * WG_QTILE +
-           (std::is_same<T, fp8>::value ? 2 * 2 * WG_TILE + 2 * 2 * WG_RAW : 3 * 2 * WG_TILE);
+    return 1024 + HPB * WG_QTILE + 3 * 2 * WG_TILE;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -176,7 +173,6 @@ __device__ __forceinline__ void attn_prefill_wg_body(
         wg_raw_smem + (-(int)__cvta_generic_to_shared(wg_raw_smem) & 1023);
     const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
     unsigned char* kv = smem + HPB * WG_QTILE;  // tile sets: K at +0, V at +WG_TILE
-    unsigned char* raw = kv + 2 * 2 * WG_TILE;  // fp8 only
 
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wgi = threadIdx.x >> 7;
     const int h = blockIdx.y * HPB + wgi;
@@ -202,52 +198,63 @@ __device__ __forceinline__ void attn_prefill_wg_body(
     uint32_t slots[IT];
     // The slots of tile t's keys (past max_pos: max_pos's row, masked out of S).
     auto lookup = [&](int t) {
+        if (t >= n_tiles) return;
 #pragma unroll
         for (int i = 0; i < IT; i++) {
             const int key = min(t * WG_BK + (int)(threadIdx.x + i * NT) / PIECES, max_pos);
             slots[i] = (uint32_t)(key_offset(table, key, max_pos, block_size, 1, 0, 0));
         }
     };
-    // The looked-up keys into a stage: bf16 straight into its swizzled tiles, fp8 raw (rows of
-    // 128 bytes).
-    auto load = [&](unsigned char* dk, unsigned char* dv) {
-        constexpr int VEC = 16 / (int)sizeof(T);
-#pragma unroll
-        for (int i = 0; i < IT; i++) {
-            const int x = threadIdx.x + i * NT, j = x / PIECES, c = x % PIECES;
-            const size_t off = (size_t)slots[i] * kv_dim + kvh * WG_HD + c * VEC;
-            const int at = FP8 ? j * WG_HD + c * 16 : wg_off(j, c);
-            cp_async16(dk + at, kc + off);
-            cp_async16(dv + at, vc + off);
-        }
-    };
-    // An fp8 raw (K, V) pair widened to f16 into the swizzled tiles of a set.
-    auto widen = [&](unsigned char* dst, const unsigned char* src) {
-        for (int x = threadIdx.x; x < 2 * WG_BK * 16; x += NT) {
-            const int t = x / (WG_BK * 16), j = (x / 16) % WG_BK, c = x % 16;
-            const uint2 u = *reinterpret_cast<const uint2*>(src + t * WG_RAW + j * WG_HD + c * 8);
-            *reinterpret_cast<uint4*>(dst + t * WG_TILE + wg_off(j, c)) = fp8x8_to_f16x8(u);
-        }
+    auto src = [&](int i) {  // the cache offset of piece i
+        return (size_t)slots[i] * kv_dim + kvh * WG_HD + (threadIdx.x + i * NT) % PIECES * 16 /
+                                                                   (int)sizeof(T);
     };
     auto stage_k = [&](int t) -> unsigned char* {  // tile t's K (its V at + WG_TILE)
-        return kv + (FP8 ? t & 1 : t % 3) * 2 * WG_TILE;
+        return kv + (t % 3) * 2 * WG_TILE;
     };
-    auto raw_k = [&](int t) -> unsigned char* { return raw + (t & 1) * 2 * WG_RAW; };
-    // Tile t's copies as one commit group (empty past the last tile, so that every wait counts
-    // the same groups), then tile t + 1's lookups.
+    // bf16: tile t's copies straight into the swizzled tiles of its stage with cp.async, as one
+    // commit group (empty past the last tile, so that every wait counts the same groups).
     auto issue = [&](int t) {
         if (t < n_tiles) {
-            if constexpr (FP8) {
-                load(raw_k(t), raw_k(t) + WG_RAW);
-            } else {
-                load(stage_k(t), stage_k(t) + WG_TILE);
+#pragma unroll
+            for (int i = 0; i < IT; i++) {
+                const int x = threadIdx.x + i * NT, at = wg_off(x / PIECES, x % PIECES);
+                cp_async16(stage_k(t) + at, kc + src(i));
+                cp_async16(stage_k(t) + WG_TILE + at, vc + src(i));
             }
         }
         cp_async_commit();
-        if (t + 1 < n_tiles) lookup(t + 1);
+    };
+    // fp8: tile t's pieces into registers, then (once the set tile t - 3 used is free) widened
+    // to f16 into the swizzled tiles of its set by the thread that loaded them, so no barrier
+    // waits for the loads and no raw copy goes through shared memory.
+    uint4 kr[FP8 ? IT : 1], vr[FP8 ? IT : 1];
+    auto fetch = [&](int t) {
+        if (t >= n_tiles) return;
+#pragma unroll
+        for (int i = 0; i < IT; i++) {
+            kr[i] = __ldg(reinterpret_cast<const uint4*>(kc + src(i)));
+            vr[i] = __ldg(reinterpret_cast<const uint4*>(vc + src(i)));
+        }
+    };
+    auto put = [&](int t) {
+        unsigned char* dk = stage_k(t);
+#pragma unroll
+        for (int i = 0; i < IT; i++) {
+            const int x = threadIdx.x + i * NT, j = x / PIECES, c = 2 * (x % PIECES);
+            *reinterpret_cast<uint4*>(dk + wg_off(j, c)) = fp8x8_to_f16x8(make_uint2(kr[i].x, kr[i].y));
+            *reinterpret_cast<uint4*>(dk + wg_off(j, c + 1)) = fp8x8_to_f16x8(make_uint2(kr[i].z, kr[i].w));
+            *reinterpret_cast<uint4*>(dk + WG_TILE + wg_off(j, c)) = fp8x8_to_f16x8(make_uint2(vr[i].x, vr[i].y));
+            *reinterpret_cast<uint4*>(dk + WG_TILE + wg_off(j, c + 1)) = fp8x8_to_f16x8(make_uint2(vr[i].z, vr[i].w));
+        }
     };
     lookup(0);
-    issue(0);
+    if constexpr (FP8) {
+        fetch(0);
+    } else {
+        issue(0);
+    }
+    lookup(1);
 
     // This warpgroup's Q tile: rows past the tile zero, scaled, rounded, swizzled.
     unsigned char* qs = smem + wgi * WG_QTILE;
@@ -388,38 +395,30 @@ __device__ __forceinline__ void attn_prefill_wg_body(
         softmax(0);
         rescale();  // O is zero: only P moves
     };
-    if constexpr (FP8) {
-        // Tile t's raw copies, waited for and widened into the set tile t - 2 used (two
-        // barriers: all copies landed, all widened). Widening the next tile while this one's
-        // products run was slower (two heads 317 -> 296 TFLOP/s, one 240 -> 163 with three
-        // sets: one block an SM).
-        auto arrive = [&](int t) {
+    // Tile t + 1's loads go out after tile t's products are issued, into the set tile t - 2
+    // used (every warpgroup is done with it), with tile t + 2's lookups.
+    auto arrive = [&](int t) {
+        if constexpr (FP8) {
+            put(t);
+        } else {
             cp_async_wait<0>();
-            __syncthreads();  // tile t landed; every warpgroup is done with tile t - 2
-            widen(stage_k(t), raw_k(t));
-            publish();
-            __syncthreads();
-        };
-        arrive(0);
-        first([&] { issue(1); });
-        for (int t = 1; t < n_tiles; t++) {
-            arrive(t);
-            step(t, [&] { issue(t + 1); });
         }
-    } else {
-        // Tile t + 1's copies go out after tile t's products are issued, into the set tile
-        // t - 2 used.
-        auto arrive = [&] {
-            cp_async_wait<0>();
-            publish();
-            __syncthreads();  // tile t landed; every warpgroup is done with tile t - 2
-        };
-        arrive();
-        first([&] { issue(1); });
-        for (int t = 1; t < n_tiles; t++) {
-            arrive();
-            step(t, [&] { issue(t + 1); });
+        publish();
+        __syncthreads();  // tile t is in; every warpgroup is done with tile t - 2
+    };
+    auto next = [&](int t) {
+        if constexpr (FP8) {
+            fetch(t + 1);
+        } else {
+            issue(t + 1);
         }
+        lookup(t + 2);
+    };
+    arrive(0);
+    first([&] { next(0); });
+    for (int t = 1; t < n_tiles; t++) {
+        arrive(t);
+        step(t, [&] { next(t); });
     }
     issue_pv(n_tiles - 1);
     wg_wait<0>();
