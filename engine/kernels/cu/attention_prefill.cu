@@ -54,6 +54,85 @@ __device__ __forceinline__ void load_tile(void* dk, void* dv, const T* __restric
     }
 }
 
+// A thread's two query rows (g and g + 8 of its warp's 16) in an online softmax, base 2, over
+// tiles of TC_BK keys; shared with attention_prefill_wg.cu, so both kernels give the same bits.
+// A tile takes `update`, then O's rescale by its factors, then `probs`.
+struct RowSoftmax {
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    // What `update` found for a tile: O's factors, the max P is taken against (the running max;
+    // 0 for a row with nothing visible yet, a padded row of the tile, whose max stays -inf), and
+    // whether one of this thread's rows' max grew (else c is exactly 1, or O is still 0).
+    struct Tile {
+        float c_lo, c_hi, mu_lo, mu_hi;
+        bool grew;
+    };
+    // The scores s of the tile of keys from k0 (mma's C layout: s[j] holds keys 8 j + 2 tig and
+    // + 1 of the rows at positions pos_lo and pos_hi): the causal mask (only for tiles reaching
+    // past the warp's first row, pos_lo - g), the new running max, and the sum rescaled by it.
+    __device__ __forceinline__ Tile update(float (&s)[8][4], int k0, int pos_lo, int pos_hi, int g,
+                                           int tig) {
+        if (k0 + TC_BK - 1 > pos_lo - g) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int key = k0 + 8 * j + 2 * tig;
+                if (key > pos_lo) s[j][0] = -INFINITY;
+                if (key + 1 > pos_lo) s[j][1] = -INFINITY;
+                if (key > pos_hi) s[j][2] = -INFINITY;
+                if (key + 1 > pos_hi) s[j][3] = -INFINITY;
+            }
+        }
+        // Rows g / g + 8 live in the 4 lanes of a quad.
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
+        }
+#pragma unroll
+        for (int x = 1; x < 4; x <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
+        }
+        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+        Tile t;
+        t.mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
+        t.mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
+        t.c_lo = fast_exp2(m_lo - t.mu_lo);
+        t.c_hi = fast_exp2(m_hi - t.mu_hi);
+        t.grew = mn_lo > m_lo || mn_hi > m_hi;
+        m_lo = mn_lo;
+        m_hi = mn_hi;
+        l_lo *= t.c_lo;
+        l_hi *= t.c_hi;
+        return t;
+    }
+    // P = 2^(s - max) as A fragments (k-chunk kk covers keys 16 kk .. 16 kk + 15) in p, added to
+    // the running sums.
+    template <typename Mma>
+    __device__ __forceinline__ void probs(const float (&s)[8][4], const Tile& t,
+                                          uint32_t (&p)[4][4]) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p0 = fast_exp2(s[j][0] - t.mu_lo), p1 = fast_exp2(s[j][1] - t.mu_lo);
+            const float p2 = fast_exp2(s[j][2] - t.mu_hi), p3 = fast_exp2(s[j][3] - t.mu_hi);
+            l_lo += p0 + p1;
+            l_hi += p2 + p3;
+            p[j >> 1][(j & 1) * 2] = Mma::pack(p0, p1);
+            p[j >> 1][(j & 1) * 2 + 1] = Mma::pack(p2, p3);
+        }
+    }
+    // The row sums over the quad, then their inverses (0 for a row that saw nothing).
+    __device__ __forceinline__ void finish(float& inv_lo, float& inv_hi) {
+#pragma unroll
+        for (int x = 1; x < 4; x <<= 1) {
+            l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
+            l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
+        }
+        inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f;
+        inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    }
+};
+
 // An fp8 tile as it landed (TC_BK rows of HD bytes) widened to f16 into a padded tile.
 template <int HD>
 __device__ __forceinline__ void widen_tile(uint16_t (*dst)[HD + 8], const unsigned char* raw) {
@@ -157,11 +236,10 @@ __device__ __forceinline__ void attn_prefill_tc_body(
     float o[NDT][4];
 #pragma unroll
     for (int n = 0; n < NDT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    RowSoftmax sm;
 
-    // S = Q K^T for the 64 keys from k0, the causal mask and the online softmax (base 2): the
-    // running max and sum and O are rescaled, and P comes back as A fragments (k-chunk kk covers
-    // keys 16kk .. 16kk + 15 = n-tiles 2kk, 2kk + 1).
+    // S = Q K^T for the 64 keys from k0, the causal mask and the online softmax: the running
+    // max and sum and O are rescaled, and P comes back as A fragments.
     auto scores = [&](const Tile& Ks, int k0, uint32_t (&pa)[4][4]) {
         float s[8][4];
 #pragma unroll
@@ -180,59 +258,19 @@ __device__ __forceinline__ void attn_prefill_tc_body(
                 Mma::mma(s[j], qa[1], b[2], b[3]);
             }
         }
-        // Rows g / g + 8 live in the 4 lanes of a quad. Only tiles reaching past the warp's
-        // first row need the causal mask.
-        if (k0 + TC_BK - 1 > pos_lo - g) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int key = k0 + 8 * j + 2 * tig;
-                if (key > pos_lo) s[j][0] = -INFINITY;
-                if (key + 1 > pos_lo) s[j][1] = -INFINITY;
-                if (key > pos_hi) s[j][2] = -INFINITY;
-                if (key + 1 > pos_hi) s[j][3] = -INFINITY;
-            }
-        }
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
-        }
-#pragma unroll
-        for (int x = 1; x < 4; x <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
-        }
-        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-        // A row with nothing visible yet (a padded row of the tile) keeps m = -inf: use 0.
-        const float mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
-        const float mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-        const float c_lo = fast_exp2(m_lo - mu_lo), c_hi = fast_exp2(m_hi - mu_hi);
-        // O needs rescaling only where a row's max grew (else c is exactly 1, or O is still 0);
-        // past the first tiles that is the rare case, so the warp skips it when no row's did.
-        const bool grew = mn_lo > m_lo || mn_hi > m_hi;
-        m_lo = mn_lo;
-        m_hi = mn_hi;
-        l_lo *= c_lo;
-        l_hi *= c_hi;
-        if (__any_sync(0xffffffffu, grew)) {
+        // O needs rescaling only where a row's max grew; past the first tiles that is the rare
+        // case, so the warp skips it when no row's did.
+        const RowSoftmax::Tile t = sm.update(s, k0, pos_lo, pos_hi, g, tig);
+        if (__any_sync(0xffffffffu, t.grew)) {
 #pragma unroll
             for (int n = 0; n < NDT; n++) {
-                o[n][0] *= c_lo;
-                o[n][1] *= c_lo;
-                o[n][2] *= c_hi;
-                o[n][3] *= c_hi;
+                o[n][0] *= t.c_lo;
+                o[n][1] *= t.c_lo;
+                o[n][2] *= t.c_hi;
+                o[n][3] *= t.c_hi;
             }
         }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float p0 = fast_exp2(s[j][0] - mu_lo), p1 = fast_exp2(s[j][1] - mu_lo);
-            const float p2 = fast_exp2(s[j][2] - mu_hi), p3 = fast_exp2(s[j][3] - mu_hi);
-            l_lo += p0 + p1;
-            l_hi += p2 + p3;
-            pa[j >> 1][(j & 1) * 2] = Mma::pack(p0, p1);
-            pa[j >> 1][(j & 1) * 2 + 1] = Mma::pack(p2, p3);
-        }
+        sm.probs<Mma>(s, t, pa);
     };
     // O += P V: for each key chunk kk, dims in pairs of n-tiles.
     auto accumulate = [&](const Tile& Vs, const uint32_t (&pa)[4][4]) {
@@ -291,13 +329,9 @@ __device__ __forceinline__ void attn_prefill_tc_body(
             st ^= 1;
         }
     }
-    // Row sums over the quad, then write the tile's rows.
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
-        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
-    }
-    const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    // Write the tile's rows.
+    float inv_lo, inv_hi;
+    sm.finish(inv_lo, inv_hi);
     auto store = [&](int r, int d, float a, float b) {
         const size_t at = ((size_t)(row0 + r) * n_heads + h) * HD + d;
         if (out_bf16)

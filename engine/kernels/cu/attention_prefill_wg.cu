@@ -31,6 +31,9 @@
 // out_bf16. Grid: (tiles, n_heads / HPB), 128 * HPB threads, prefill_wg_smem<T, HPB>() bytes of
 // dynamic shared memory (the launcher computes the same). Bench-only setting
 // (tests/device/prefill_attn_bench.cu): WG_V_SBO_LBO_SWAP.
+//
+// Included after attention_prefill.cu, whose key_offset and RowSoftmax (the online softmax,
+// shared so that both kernels give the same bits) it uses.
 #include "mma.cuh"
 
 #define WG_BQ 64
@@ -283,7 +286,7 @@ __device__ __forceinline__ void attn_prefill_wg_body(
     uint32_t pa[4][4], pn[4][4];
 #pragma unroll
     for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    RowSoftmax sm;
 
     // Issues S = Q K(t)^T.
     auto issue_s = [&](int t) {
@@ -305,51 +308,16 @@ __device__ __forceinline__ void attn_prefill_wg_body(
         for (int kk = 0; kk < 4; kk++) wg_pv<T>(o, pa[kk], wg_desc_mn(v_addr + kk * 2048));
         wg_commit();
     };
-    // Tile t's (keys from k0) mask and online softmax of S: the new running max and sum, P into
-    // pn; O's factors in c_lo / c_hi.
+    // Tile t's (keys from k0) mask and online softmax (attn_prefill_tc's), on a copy of S: P
+    // into pn, O's factors into c_lo / c_hi.
     float c_lo = 1.f, c_hi = 1.f;
     auto softmax = [&](int k0) {
         float s[8][4];
         wg_take(s, acc_s);
-        if (k0 + WG_BK - 1 > pos_lo - g) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int key = k0 + 8 * j + 2 * tig;
-                if (key > pos_lo) s[j][0] = -INFINITY;
-                if (key + 1 > pos_lo) s[j][1] = -INFINITY;
-                if (key > pos_hi) s[j][2] = -INFINITY;
-                if (key + 1 > pos_hi) s[j][3] = -INFINITY;
-            }
-        }
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
-        }
-#pragma unroll
-        for (int x = 1; x < 4; x <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
-        }
-        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-        const float mu_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
-        const float mu_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-        c_lo = fast_exp2(m_lo - mu_lo);
-        c_hi = fast_exp2(m_hi - mu_hi);
-        m_lo = mn_lo;
-        m_hi = mn_hi;
-        l_lo *= c_lo;
-        l_hi *= c_hi;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float p0 = fast_exp2(s[j][0] - mu_lo), p1 = fast_exp2(s[j][1] - mu_lo);
-            const float p2 = fast_exp2(s[j][2] - mu_hi), p3 = fast_exp2(s[j][3] - mu_hi);
-            l_lo += p0 + p1;
-            l_hi += p2 + p3;
-            pn[j >> 1][(j & 1) * 2] = Mma::pack(p0, p1);
-            pn[j >> 1][(j & 1) * 2 + 1] = Mma::pack(p2, p3);
-        }
+        const RowSoftmax::Tile t = sm.update(s, k0, pos_lo, pos_hi, g, tig);
+        c_lo = t.c_lo;
+        c_hi = t.c_hi;
+        sm.probs<Mma>(s, t, pn);
     };
     // O rescaled every tile: skipping it where no row's max grew (attn_prefill_tc's branch)
     // makes ptxas serialize the wgmmas.
@@ -424,12 +392,8 @@ __device__ __forceinline__ void attn_prefill_wg_body(
     wg_wait<0>();
     wg_hold(o);
 
-#pragma unroll
-    for (int x = 1; x < 4; x <<= 1) {
-        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, x);
-        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, x);
-    }
-    const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    float inv_lo, inv_hi;
+    sm.finish(inv_lo, inv_hi);
     auto store = [&](int r, int d, float a, float b) {
         const size_t at = ((size_t)(row0 + r) * n_heads + h) * WG_HD + d;
         if (out_bf16)
