@@ -22,7 +22,7 @@
 // From the first -I folder that has it: engine/kernels/cu, or another version's for an A/B.
 #include "attention_decode_tc.cu"
 
-#include "check.cuh"
+#include "kv_fill.cuh"
 
 constexpr int NH = 32, NKV = 8, HD = 128, BS = 16, KV_DIM = NKV * HD;
 // Blocks along z: the engine launches DEC_MAX_SPLITS (a row's splits are known on the device
@@ -30,29 +30,6 @@ constexpr int NH = 32, NKV = 8, HD = 128, BS = 16, KV_DIM = NKV * HD;
 #ifndef DATTN_GRID_Z
 #define DATTN_GRID_Z DEC_MAX_SPLITS
 #endif
-
-template <typename T>
-__global__ void fill_kv(T* c, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float x = ((bench_hash(i, seed) >> 8) & 0xffff) / 32768.f - 1.f;
-        if constexpr (std::is_same<T, fp8>::value)
-            c[i] = fp8(x);
-        else
-            c[i] = __float2bfloat16(x);
-    }
-}
-__global__ void fill_f32(float* x, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        x[i] = ((bench_hash(i, seed) >> 8) & 0xffff) / 32768.f - 1.f;
-}
-
-template <typename T>
-__device__ float kv_f32(T v) {
-    if constexpr (std::is_same<T, fp8>::value) return float(v);
-    else return __bfloat162float(v);
-}
 
 // ref[s][h][:] = softmax(scale q k^T) v over sequence s's keys; block (s, h), 128 threads.
 template <typename T>

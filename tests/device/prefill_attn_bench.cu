@@ -18,33 +18,9 @@
 #include "../../engine/kernels/cu/attention_prefill.cu"
 #include "../../engine/kernels/cu/attention_prefill_wg.cu"
 
-#include "check.cuh"
+#include "kv_fill.cuh"
 
 constexpr int NH = 32, NKV = 8, HD = 128, BS = 16, KV_DIM = NKV * HD;
-
-template <typename T>
-__global__ void fill_kv(T* c, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const float x = ((bench_hash(i, seed) >> 8) & 0xffff) / 32768.f - 1.f;
-        if constexpr (std::is_same<T, fp8>::value)
-            c[i] = fp8(x);
-        else
-            c[i] = __float2bfloat16(x);
-    }
-}
-__global__ void fill_f32(float* x, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        x[i] = ((bench_hash(i, seed) >> 8) & 0xffff) / 32768.f - 1.f;
-}
-template <typename T>
-__device__ float kv_f32(T v) {
-    if constexpr (std::is_same<T, fp8>::value)
-        return float(v);
-    else
-        return __bfloat162float(v);
-}
 
 // ref[row][h][:] = softmax(scale q k^T) v over the keys the row sees; block (row, h), HD threads.
 template <typename T>
