@@ -45,7 +45,7 @@ pub use device::CudaDeviceInfo;
 use gemm::{Fp8Scales, Gemm};
 pub use graph::DECODE_BATCH_SIZES;
 use graph::{DecodeGraphs, Mode};
-use kernels::{Kernels, RopeShape, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS};
+use kernels::{Kernels, RopeShape};
 pub use step::CudaStep;
 pub use weights::CudaWeight;
 
@@ -373,31 +373,7 @@ impl Backend for CudaBackend {
     }
 
     fn describe(&self, w: &CudaWeight) -> String {
-        match w {
-            CudaWeight::Matrix {
-                fp8_scales: Some(_),
-                ..
-            } => format!(
-                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
-                 (<= {} rows), {} (more rows)",
-                self.kernels.fp8_gemm_kernel(),
-                if self.w8a8.is_some() {
-                    self.w8a8_after
-                } else {
-                    FP8_GEMM_MAX_ROWS
-                },
-                self.w8a8_path
-            ),
-            CudaWeight::Matrix { .. } => format!(
-                "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
-                if self.kernels.ring_launches().is_some() {
-                    "weight ring (1-row decode graph, HEARTH_RING_DECODE=1), "
-                } else {
-                    ""
-                }
-            ),
-            CudaWeight::Vector { .. } => "f32 vector".into(),
-        }
+        self.weight_path(w)
     }
 
     fn describe_prefill_attention(&self) -> String {

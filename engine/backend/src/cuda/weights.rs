@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 
-use super::kernels::FP8_GEMM_MAX_ROWS;
+use super::kernels::{FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS};
 use super::{upload, CudaBackend};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
@@ -268,5 +268,36 @@ impl CudaBackend {
         let data = self.stream.clone_htod(&v)?;
         let ptr = self.dptr(&data);
         Ok(CudaWeight::Vector { data, ptr })
+    }
+}
+
+impl CudaBackend {
+    /// Which kernels a weight's matmuls take, for the startup log's kernel path lines.
+    pub(super) fn weight_path(&self, w: &CudaWeight) -> String {
+        match w {
+            CudaWeight::Matrix {
+                fp8_scales: Some(_),
+                ..
+            } => format!(
+                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
+                 (<= {} rows), {} (more rows)",
+                self.kernels.fp8_gemm_kernel(),
+                if self.w8a8.is_some() {
+                    self.w8a8_after
+                } else {
+                    FP8_GEMM_MAX_ROWS
+                },
+                self.w8a8_path
+            ),
+            CudaWeight::Matrix { .. } => format!(
+                "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
+                if self.kernels.ring_launches().is_some() {
+                    "weight ring (1-row decode graph, HEARTH_RING_DECODE=1), "
+                } else {
+                    ""
+                }
+            ),
+            CudaWeight::Vector { .. } => "f32 vector".into(),
+        }
     }
 }
