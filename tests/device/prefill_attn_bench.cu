@@ -11,13 +11,14 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+
 #include <algorithm>
 #include <random>
 #include <vector>
 
 #include "../../engine/kernels/cu/attention_prefill.cu"
 #include "../../engine/kernels/cu/attention_prefill_wg.cu"
-
+// After the kernels: it uses their bf16 and fp8 types.
 #include "kv_fill.cuh"
 
 constexpr int NH = 32, NKV = 8, HD = 128, BS = 16, KV_DIM = NKV * HD;
@@ -58,7 +59,8 @@ struct Batch {
 
 // Sequences of (cached keys before, queries); pages shuffled over the cache; tiles heaviest
 // first, as the engine orders them.
-static Batch make_batch(const std::vector<std::pair<int, int>>& seqs, int pages, std::mt19937& rng) {
+static Batch make_batch(const std::vector<std::pair<int, int>>& seqs, int pages,
+                        std::mt19937& rng) {
     Batch b;
     std::vector<uint32_t> free(pages);
     for (int i = 0; i < pages; i++) free[i] = i;
@@ -70,13 +72,15 @@ static Batch make_batch(const std::vector<std::pair<int, int>>& seqs, int pages,
         b.info.insert(b.info.end(), {(uint32_t)b.rows, (uint32_t)q_len, (uint32_t)ctx,
                                      (uint32_t)b.tables.size()});
         for (int p = 0; p < (ctx + BS - 1) / BS; p++) b.tables.push_back(free[next++]);
-        for (int r = 0; r < q_len; r += 64) tiles.push_back({prefix + r + 64, {(int)s, b.rows + r}});
+        for (int r = 0; r < q_len; r += 64)
+            tiles.push_back({prefix + r + 64, {(int)s, b.rows + r}});
         for (int r = 0; r < q_len; r++) b.row_seq.push_back(s);
         b.rows += q_len;
     }
     std::stable_sort(tiles.begin(), tiles.end(),
                      [](auto& a, auto& c) { return a.first > c.first; });
-    for (auto& t : tiles) b.tiles.insert(b.tiles.end(), {(uint32_t)t.second.first, (uint32_t)t.second.second});
+    for (auto& t : tiles)
+        b.tiles.insert(b.tiles.end(), {(uint32_t)t.second.first, (uint32_t)t.second.second});
     return b;
 }
 
@@ -95,14 +99,18 @@ template <typename T>
 static std::vector<Variant<T>> variants() {
     constexpr bool F = std::is_same<T, fp8>::value;
     return {
-        {"tc (mma.sync), 1 head a block", F ? (Kernel<T>)attn_prefill_tc_fp8_128 : (Kernel<T>)attn_prefill_tc_128, 1,
+        {"tc (mma.sync), 1 head a block",
+         F ? (Kernel<T>)attn_prefill_tc_fp8_128 : (Kernel<T>)attn_prefill_tc_128, 1,
          prefill_tc_smem<128, T, 1>()},
-        {"tc (mma.sync), 2 heads a block", F ? (Kernel<T>)attn_prefill_tc_h2_fp8_128 : (Kernel<T>)attn_prefill_tc_h2_128, 2,
+        {"tc (mma.sync), 2 heads a block",
+         F ? (Kernel<T>)attn_prefill_tc_h2_fp8_128 : (Kernel<T>)attn_prefill_tc_h2_128, 2,
          prefill_tc_smem<128, T, 2>()},
-        {"wg (wgmma), 1 head a block", F ? (Kernel<T>)attn_prefill_wg_fp8_128 : (Kernel<T>)attn_prefill_wg_128, 1,
-         prefill_wg_smem<T, 1>()},
-        {"wg (wgmma), 2 heads a block", F ? (Kernel<T>)attn_prefill_wg_h2_fp8_128 : (Kernel<T>)attn_prefill_wg_h2_128, 2,
-         prefill_wg_smem<T, 2>()},
+        {"wg (wgmma), 1 head a block",
+         F ? (Kernel<T>)attn_prefill_wg_fp8_128 : (Kernel<T>)attn_prefill_wg_128, 1,
+         prefill_wg_smem<1>()},
+        {"wg (wgmma), 2 heads a block",
+         F ? (Kernel<T>)attn_prefill_wg_h2_fp8_128 : (Kernel<T>)attn_prefill_wg_h2_128, 2,
+         prefill_wg_smem<2>()},
     };
 }
 
@@ -127,6 +135,13 @@ static uint32_t* upload(const std::vector<T>& v) {
     return reinterpret_cast<uint32_t*>(d);
 }
 
+// The batch's metadata uploaded, with the buffers the launches read and write.
+template <typename T>
+static Run<T> on_device(const Batch& b, const float* q, const T* kc, const T* vc, float* out) {
+    return Run<T>{
+        upload(b.info), upload(b.tables), upload(b.tiles), (int)b.tiles.size() / 2, q, kc, vc, out};
+}
+
 static float max_rel(const std::vector<float>& a, const std::vector<float>& ref) {
     float err = 0.f, big = 0.f;
     for (size_t i = 0; i < a.size(); i++) {
@@ -148,7 +163,7 @@ static bool run(const char* label, int pages, T* kc, T* vc, float* q, float* out
     // Short chunks with cached prefixes, against f32.
     {
         Batch b = make_batch({{700, 300}, {0, 77}, {60, 5}}, pages, rng);
-        Run<T> r{upload(b.info), upload(b.tables), upload(b.tiles), (int)b.tiles.size() / 2, q, kc, vc, out};
+        const Run<T> r = on_device(b, q, kc, vc, out);
         uint32_t* row_seq = upload(b.row_seq);
         ref_attn<T><<<dim3(b.rows, NH), HD>>>(q, kc, vc, row_seq, r.info, r.tables, ref, scale);
         CK(cudaDeviceSynchronize());
@@ -171,7 +186,7 @@ static bool run(const char* label, int pages, T* kc, T* vc, float* q, float* out
     {
         const int n = 8192;
         Batch b = make_batch({{0, n}}, pages, rng);
-        Run<T> r{upload(b.info), upload(b.tables), upload(b.tiles), (int)b.tiles.size() / 2, q, kc, vc, out};
+        const Run<T> r = on_device(b, q, kc, vc, out);
         std::vector<float> base((size_t)n * NH * HD), got(base.size());
         double flops = 0;
         for (int row = 0; row < n; row++) flops += 4.0 * NH * HD * (row + 1);

@@ -28,7 +28,7 @@
 // 352 TFLOP/s; after them, 390; with the reads a tile earlier, 413.
 //
 // tiles[2 i] = sequence, tiles[2 i + 1] = first token row of tile i. `out` is f32, or bf16 when
-// out_bf16. Grid: (tiles, n_heads / HPB), 128 * HPB threads, prefill_wg_smem<T, HPB>() bytes of
+// out_bf16. Grid: (tiles, n_heads / HPB), 128 * HPB threads, prefill_wg_smem<HPB>() bytes of
 // dynamic shared memory (the launcher computes the same). Bench-only setting
 // (tests/device/prefill_attn_bench.cu): WG_V_SBO_LBO_SWAP.
 //
@@ -42,10 +42,11 @@
 #define WG_BOX (WG_BK * 128)        // one 64-dim box of a K or V tile: WG_BK rows of 128 bytes
 #define WG_TILE (2 * WG_BOX)        // a K or V tile of 16-bit values
 #define WG_QTILE (2 * WG_BQ * 128)  // a head's Q tile
+static_assert(WG_BQ == WG_BK, "Q and K tiles share the swizzled layout (wg_off, WG_BOX)");
 
-// Dynamic shared memory: 1 KiB to align the swizzled tiles, the Q tiles, then three sets of
-// (K, V) tiles: tile t's K for S, tile t - 1's V for P V, tile t + 1 landing.
-template <typename T, int HPB>
+// Dynamic shared memory, either cache: 1 KiB to align the swizzled tiles, the Q tiles, then three
+// sets of (K, V) tiles: tile t's K for S, tile t - 1's V for P V, tile t + 1 landing.
+template <int HPB>
 __host__ __device__ constexpr int prefill_wg_smem() {
     return 1024 + HPB * WG_QTILE + 3 * 2 * WG_TILE;
 }
@@ -208,9 +209,9 @@ __device__ __forceinline__ void attn_prefill_wg_body(
             slots[i] = (uint32_t)(key_offset(table, key, max_pos, block_size, 1, 0, 0));
         }
     };
-    auto src = [&](int i) {  // the cache offset of piece i
-        return (size_t)slots[i] * kv_dim + kvh * WG_HD + (threadIdx.x + i * NT) % PIECES * 16 /
-                                                                   (int)sizeof(T);
+    auto src = [&](int i) {  // the cache offset (in elements) of piece i
+        constexpr int VEC = 16 / (int)sizeof(T);
+        return (size_t)slots[i] * kv_dim + kvh * WG_HD + (threadIdx.x + i * NT) % PIECES * VEC;
     };
     auto stage_k = [&](int t) -> unsigned char* {  // tile t's K (its V at + WG_TILE)
         return kv + (t % 3) * 2 * WG_TILE;
@@ -244,11 +245,15 @@ __device__ __forceinline__ void attn_prefill_wg_body(
         unsigned char* dk = stage_k(t);
 #pragma unroll
         for (int i = 0; i < IT; i++) {
+            // Piece i's 16 fp8 values are the 16-bit tiles' pieces 2 c and 2 c + 1.
             const int x = threadIdx.x + i * NT, j = x / PIECES, c = 2 * (x % PIECES);
-            *reinterpret_cast<uint4*>(dk + wg_off(j, c)) = fp8x8_to_f16x8(make_uint2(kr[i].x, kr[i].y));
-            *reinterpret_cast<uint4*>(dk + wg_off(j, c + 1)) = fp8x8_to_f16x8(make_uint2(kr[i].z, kr[i].w));
-            *reinterpret_cast<uint4*>(dk + WG_TILE + wg_off(j, c)) = fp8x8_to_f16x8(make_uint2(vr[i].x, vr[i].y));
-            *reinterpret_cast<uint4*>(dk + WG_TILE + wg_off(j, c + 1)) = fp8x8_to_f16x8(make_uint2(vr[i].z, vr[i].w));
+            auto widen = [&](int at, uint32_t a, uint32_t b) {
+                *reinterpret_cast<uint4*>(dk + at) = fp8x8_to_f16x8(make_uint2(a, b));
+            };
+            widen(wg_off(j, c), kr[i].x, kr[i].y);
+            widen(wg_off(j, c + 1), kr[i].z, kr[i].w);
+            widen(WG_TILE + wg_off(j, c), vr[i].x, vr[i].y);
+            widen(WG_TILE + wg_off(j, c + 1), vr[i].z, vr[i].w);
         }
     };
     lookup(0);
@@ -269,9 +274,9 @@ __device__ __forceinline__ void attn_prefill_wg_body(
             const int x = t + 128 * i, r = x / 16, c = x % 16;
             uint4 v = make_uint4(0, 0, 0, 0);
             if (r < tile_rows) {
-                const float4* src =
-                    reinterpret_cast<const float4*>(q + ((size_t)(row0 + r) * n_heads + h) * WG_HD + 8 * c);
-                const float4 a = src[0], b = src[1];
+                const float4* qr = reinterpret_cast<const float4*>(
+                    q + ((size_t)(row0 + r) * n_heads + h) * WG_HD + 8 * c);
+                const float4 a = qr[0], b = qr[1];
                 v = make_uint4(Mma::pack(a.x * qscale, a.y * qscale),
                                Mma::pack(a.z * qscale, a.w * qscale),
                                Mma::pack(b.x * qscale, b.y * qscale),
@@ -293,10 +298,9 @@ __device__ __forceinline__ void attn_prefill_wg_body(
         wg_fence();
         const uint32_t k_addr = (uint32_t)__cvta_generic_to_shared(stage_k(t));
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 8; i++) {  // k16 step i: its box, 32 bytes a step within it
             const uint32_t off = (i >> 2) * WG_BOX + 32 * (i & 3);
-            wg_qk<T>(acc_s, wg_desc_k(q_addr + (i >> 2) * (WG_BQ * 128) + 32 * (i & 3)),
-                     wg_desc_k(k_addr + off), i == 0);
+            wg_qk<T>(acc_s, wg_desc_k(q_addr + off), wg_desc_k(k_addr + off), i == 0);
         }
         wg_commit();
     };

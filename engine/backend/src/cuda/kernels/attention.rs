@@ -59,10 +59,9 @@ impl Kernels {
         kv + hpb * tile
     }
 
-    /// Dynamic shared memory of the wgmma prefill kernel (prefill_wg_smem<T, HPB>): 1 KiB to
-    /// align its swizzled tiles, a 64-row Q tile of 128 dims a head, and 96 KiB of K and V tiles
-    /// either cache (bf16 three sets; fp8 two widened sets and two raw stages of half the size).
-    /// 113 KiB for one head: two blocks share an SM.
+    /// Dynamic shared memory of the wgmma prefill kernel (prefill_wg_smem<HPB>), either cache:
+    /// 1 KiB to align its swizzled tiles, a 64-row Q tile of 128 dims a head, and three sets of
+    /// K and V tiles. 113 KiB for one head: two blocks share an SM.
     pub(super) fn prefill_wg_smem(hpb: usize) -> usize {
         const TILE: usize = PREFILL_TC_BK * 128 * 2;
         1024 + hpb * TILE + 3 * 2 * TILE
