@@ -31,6 +31,11 @@
 #   smollm2  SmolLM2 greedy tokens CUDA vs CPU (needs both GGUF parts)
 #   gemvk    the decode GEMV kernels alone: gemv.cu vs the tensor-core experiment, 1 and 8 rows,
 #            Qwen3-8B and GLM-4.7-Flash shapes (tests/device/gemv_bench.cu; needs only nvcc there)
+#   gemvrows the decode GEMVs of 1-8 rows alone as a Qwen3-8B layer launches them, bf16 and fp8,
+#            each batch's bits against its rows alone, with each gemv.cu in GEMV_VARIANTS ("NAME:DIR
+#            NAME2:DIR2", DIR holding a gemv.cu; default the tree's); GEMV_NCU=1 adds Nsight Compute
+#            on the first build's 8-row gate/up and down (tests/device/gemv_rows_bench.cu; needs
+#            only nvcc there)
 #   linear   the linear op tests (GEMV and cuBLASLt vs the CPU, batch invariance), the tiny HF
 #            fixtures on CUDA, compute-sanitizer memcheck over the linear tests
 #   ab       batch-1 decode (tg128) of Qwen3-8B and GLM-4.7-Flash shapes with each kernel build
@@ -446,6 +451,23 @@ smollm2)
 gemvk)
     t gemvk_build /usr/local/cuda/bin/nvcc -O3 -arch=sm_90a -o /tmp/gemv_bench tests/device/gemv_bench.cu
     t gemvk timeout 240 /tmp/gemv_bench
+    ;;
+gemvrows)
+    read -ra GV <<< "${GEMV_VARIANTS:-base:engine/kernels/cu}"
+    for v in "${GV[@]}"; do
+        /usr/local/cuda/bin/nvcc -O3 -lineinfo -std=c++17 -gencode arch=compute_90a,code=sm_90a "-DGEMV_CU=\"$PWD/${v#*:}/gemv.cu\"" -I engine/kernels/cu -o "/tmp/gemvrows_${v%%:*}" tests/device/gemv_rows_bench.cu > "$OUT/gemvrows_build_${v%%:*}.txt" 2>&1 &
+    done
+    wait
+    for v in "${GV[@]}"; do t "gemvrows_${v%%:*}" timeout 200 "/tmp/gemvrows_${v%%:*}"; done
+    if [ -n "${GEMV_NCU:-}" ]; then
+        v=${GV[0]%%:*}
+        for k in gemv_swiglu_fp8_8_4 gemv_fp8_8_8 gemv_swiglu_bf16_8_4; do
+            kk=(-k "regex:^$k\$" --launch-skip 3 --launch-count 1)
+            t "gemvrows_ncu_$k" ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats "${kk[@]}" "/tmp/gemvrows_$v"
+            ncu "${kk[@]}" --section SourceCounters --page source --print-source sass --csv "/tmp/gemvrows_$v" > "$OUT/gemvrows_ncu_$k.csv" 2>&1
+            t "gemvrows_stalls_$k" python3 tests/device/ncu_top_stalls.py "$OUT/gemvrows_ncu_$k.csv" 30
+        done
+    fi
     ;;
 fp8k)
     t fp8k_build /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o /tmp/fp8_gemm_bench tests/device/fp8_gemm_bench.cu -lcuda

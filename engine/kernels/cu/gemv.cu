@@ -15,6 +15,13 @@
 // read by one block, writing silu(gate) * up (gemv_swiglu_bf16_M_R). The last two can fold in the
 // RMS norm before them (GemvNorm).
 //
+// Each warp's partial sums leave through gemv_warp_sums (warp_sum's tree, scattered over the
+// lanes: 62 shuffles for 64 sums, not 320), and thread i of the block writes output i, the SwiGLU
+// pairs too (thread 0 wrote them all, with an exp and a division each). At 2-8 rows of
+// Qwen3-8B's layer on a lent H200 (tests/device/run.sh gemvrows, the same bits): 118 / 136 / 211
+// -> 112 / 122 / 163 us a layer at 2 / 4 / 8 rows with bf16 weights, 77 / 111 / 219 -> 71 / 94
+// / 142 with fp8 (8 rows: the SwiGLU pairs at 2 features a block, kernels/gemv.rs).
+//
 // One-row launches (batch-1 decode) issue their first round of weight loads before they wait for
 // the kernel before them (the weights never depend on it), so the loads are in flight while a
 // norm finishes or the GEMV before drains: batch-1 decode of the Qwen3-8B shape on an H200
@@ -107,6 +114,37 @@ __device__ __forceinline__ void gemv_load(typename GemvW<WT>::Unit (&wv)[U][R],
         for (int r = 0; r < R; r++)
             wv[u][r] = kb + 32 * u < k_end ? GemvW<WT>::load(w[r], kb + 32 * u)
                                            : typename GemvW<WT>::Unit{};
+}
+
+// The smallest power of two >= n.
+__host__ __device__ constexpr int gemv_pow2(int n) {
+    return n <= 1 ? 1 : 2 * gemv_pow2((n + 1) / 2);
+}
+
+// The warp sums of a lane's P values (P a power of two), each over warp_sum's very tree (xor
+// partners 16, 8, .., 1, each sum own + partner's), so each has warp_sum's bits; but scattered:
+// while a lane holds C > 1 values, it keeps half of them and sends the other half to its partner,
+// so 64 values take 62 shuffles, not 320. At the end a lane holds the sums of slots `slot` ..
+// `slot` + max(P / 32, 1) - 1 in v[0 ..] (below 32 values, 32 / P lanes hold each).
+template <int O, int C, int P>
+__device__ __forceinline__ void gemv_warp_sums(float (&v)[P], int lane, int& slot) {
+    if constexpr (O > 0) {
+        if constexpr (C > 1) {
+            constexpr int H = C / 2;
+            const bool up = lane & O;
+#pragma unroll
+            for (int i = 0; i < H; i++) {
+                const float send = up ? v[i] : v[i + H];
+                const float keep = up ? v[i + H] : v[i];
+                v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+            }
+            if (up) slot += H;
+            gemv_warp_sums<O / 2, H, P>(v, lane, slot);
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+            gemv_warp_sums<O / 2, 1, P>(v, lane, slot);
+        }
+    }
 }
 
 // A block's partial sums, in shared memory: each warp's dot products over its quarter of K, and
@@ -207,17 +245,22 @@ __device__ __forceinline__ const GemvParts<M, R>& gemv_partials(const WT* const 
             }
         }
     }
+    constexpr int P = gemv_pow2(M * R);
+    float v[P];
 #pragma unroll
-    for (int m = 0; m < M; m++) {
+    for (int i = 0; i < P; i++) v[i] = i < M * R ? acc[i / R][i % R] : 0.f;
+    int slot = 0;
+    gemv_warp_sums<16, P, P>(v, lane, slot);
+    // P / 32 slots a lane from 32 on; below, every (32 / P)-th lane writes its one slot.
+    constexpr int HELD = P >= 32 ? P / 32 : 1;
+    if (P >= 32 || (lane & (32 / P - 1)) == 0) {
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const float v = warp_sum(acc[m][r]);
-            if (lane == 0) parts.dot[warp][m][r] = v;
-        }
-        if (M == 1 && norm.g) {
-            const float v = warp_sum(sq[m]);
-            if (lane == 0) parts.sq[warp][m] = v;
-        }
+        for (int i = 0; i < HELD; i++)
+            if (slot + i < M * R) (&parts.dot[warp][0][0])[slot + i] = v[i];
+    }
+    if (M == 1 && norm.g) {
+        const float q = warp_sum(sq[0]);
+        if (lane == 0) parts.sq[warp][0] = q;
     }
     __syncthreads();
     return parts;
@@ -254,19 +297,6 @@ extern "C" __global__ void gemv_norm_stats(const float* __restrict__ x, const fl
         for (int q = 0; q < GEMV_WARPS; q++) ss += part[q];
         inv[blockIdx.x] = gemv_inv_rms(ss, K, eps);
     }
-}
-
-// acc[m][r] = x[m, :] . w[r][:] in thread 0 (the SwiGLU pairs need a feature's gate and up sums
-// in one thread).
-template <typename WT, int M, int R>
-__device__ __forceinline__ void gemv_dots(const WT* const (&w)[R], const float* __restrict__ x,
-                                          int K, GemvNorm norm, float (&acc)[M][R]) {
-    const GemvParts<M, R>& parts = gemv_partials<WT, M, R>(w, x, K, norm);
-    if (threadIdx.x != 0) return;
-#pragma unroll
-    for (int m = 0; m < M; m++)
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[m][r] = gemv_sum<M, R>(parts, m * R + r, K, norm);
 }
 
 // An output's sum times its row's scale (fp8 weights; bf16 ones have none).
@@ -361,18 +391,16 @@ __device__ __forceinline__ void gemv_swiglu_body(const WT* __restrict__ Wg,
         w[r] = Wg + (size_t)min(n0 + r, N - 1) * K;
         w[R + r] = Wu + (size_t)min(n0 + r, N - 1) * K;
     }
-    float acc[M][2 * R];
-    gemv_dots<WT, M, 2 * R>(w, x, K, norm, acc);
-    if (threadIdx.x != 0) return;
-#pragma unroll
-    for (int m = 0; m < M; m++)
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int n = n0 + r;
-            if (n >= N) continue;
-            const float g = gemv_scale<WT>(acc[m][r], sg, n);
-            y[(size_t)m * N + n] = g / (1.f + expf(-g)) * gemv_scale<WT>(acc[m][R + r], su, n);
-        }
+    const GemvParts<M, 2 * R>& parts = gemv_partials<WT, M, 2 * R>(w, x, K, norm);
+    // Thread i writes output i: row i / R's feature n0 + i % R, from its gate and up sums.
+    for (int i = threadIdx.x; i < M * R; i += blockDim.x) {
+        const int m = i / R, r = i % R, n = n0 + r;
+        if (n >= N) continue;
+        const float g = gemv_scale<WT>(gemv_sum<M, 2 * R>(parts, m * 2 * R + r, K, norm), sg, n);
+        const float u =
+            gemv_scale<WT>(gemv_sum<M, 2 * R>(parts, m * 2 * R + R + r, K, norm), su, n);
+        y[(size_t)m * N + n] = g / (1.f + expf(-g)) * u;
+    }
 }
 
 #define GEMV_SWIGLU(T, M, R)                                                                      \

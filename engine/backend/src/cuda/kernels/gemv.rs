@@ -229,8 +229,11 @@ impl Kernels {
         {
             return Ok(());
         }
+        // fp8 at 8 rows keeps 2 features a block: with 4 its kernel needs 173 registers, two
+        // blocks an SM instead of three (Qwen3-8B's gate/up alone, `run.sh gemvrows` on a lent
+        // H200: 68 against 100 us).
         let ri = match n {
-            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 2,
+            n if n >= 4096 && rows >= GEMV_WIDE_ROWS && !(fp8 && rows == 8) => 2,
             n if n >= 4096 => 1,
             _ => 0,
         };
