@@ -45,12 +45,14 @@ static const Gemv3 GEMV3_K[2][8][4] = {ROWS(G3, bf16), ROWS(G3, fp8)};
 static const Swiglu SWIGLU_K[2][8][3] = {ROWS(GS, bf16), ROWS(GS, fp8)};
 
 // The backend's features a block (kernels/gemv.rs), as indices into 1, 2, 4, 8; with `alt`, half
-// as many from 2 rows on (to compare).
+// as many from 2 rows on (to compare; the fp8 SwiGLU pair at 8 rows has half already).
 static bool alt = false;
 static int gemv_ri(int n, int m) {
     return n >= 4096 ? (m >= 2 && !alt ? 3 : 2) : n >= 2048 ? 1 : 0;
 }
-static int swiglu_ri(int n, int m) { return n >= 4096 ? (m >= 2 && !alt ? 2 : 1) : 0; }
+static int swiglu_ri(int n, int m, int fp8) {
+    return n >= 4096 ? (m >= 2 && !(fp8 && m == 8) && !alt ? 2 : 1) : 0;
+}
 
 __global__ void fill_u8(unsigned char* p, size_t n, unsigned seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -123,7 +125,7 @@ int main() {
                         yr + (size_t)m * nq, yr + (size_t)m * (nq + nk), nq, nk, nk, s.k, nullptr,
                         0.f, nullptr);
                 } else if (s.kind == GATE_UP) {
-                    const int ri = swiglu_ri(s.n, m), r = 1 << ri;
+                    const int ri = swiglu_ri(s.n, m, fp8), r = 1 << ri;
                     SWIGLU_K[fp8][m - 1][ri]<<<s.n / r, 128>>>(W, W + half, sc, sc, xr, yr, s.n,
                                                                 s.k, nullptr, 0.f, nullptr);
                 } else {

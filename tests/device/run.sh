@@ -461,7 +461,7 @@ gemvrows)
     for v in "${GV[@]}"; do t "gemvrows_${v%%:*}" timeout 200 "/tmp/gemvrows_${v%%:*}"; done
     if [ -n "${GEMV_NCU:-}" ]; then
         v=${GV[0]%%:*}
-        for k in gemv_swiglu_fp8_8_4 gemv_fp8_8_8 gemv_swiglu_bf16_8_4; do
+        for k in gemv_swiglu_fp8_8_2 gemv_fp8_8_8 gemv_swiglu_bf16_8_4; do
             kk=(-k "regex:^$k\$" --launch-skip 3 --launch-count 1)
             t "gemvrows_ncu_$k" ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats "${kk[@]}" "/tmp/gemvrows_$v"
             ncu "${kk[@]}" --section SourceCounters --page source --print-source sass --csv "/tmp/gemvrows_$v" > "$OUT/gemvrows_ncu_$k.csv" 2>&1
