@@ -44,14 +44,18 @@ static const Gemv GEMV_K[2][8][4] = {ROWS(G1, bf16), ROWS(G1, fp8)};
 static const Gemv3 GEMV3_K[2][8][4] = {ROWS(G3, bf16), ROWS(G3, fp8)};
 static const Swiglu SWIGLU_K[2][8][3] = {ROWS(GS, bf16), ROWS(GS, fp8)};
 
-// The backend's features a block (kernels/gemv.rs), as indices into 1, 2, 4, 8; with `alt`, half
-// as many from 2 rows on (to compare; the fp8 SwiGLU pair at 8 rows has half already).
+// The backend's features a block (kernels/gemv.rs), as indices into 1, 2, 4, 8; with `alt`, the
+// other of its two choices for wide outputs at every size from 2 rows on (to compare).
 static bool alt = false;
-static int gemv_ri(int n, int m) {
-    return n >= 4096 ? (m >= 2 && !alt ? 3 : 2) : n >= 2048 ? 1 : 0;
+static bool wide(bool rule, int m) { return m >= 2 && alt ? !rule : rule; }
+static int gemv_ri(int n, int m, int fp8) {
+    return n >= 4096 ? (wide(m >= (fp8 ? 2 : 4), m) ? 3 : 2) : n >= 2048 ? 1 : 0;
+}
+static int gemv3_ri(int n, int m) {
+    return n >= 4096 ? (wide(m >= 2, m) ? 3 : 2) : n >= 2048 ? 1 : 0;
 }
 static int swiglu_ri(int n, int m, int fp8) {
-    return n >= 4096 ? (m >= 2 && !(fp8 && m == 8) && !alt ? 2 : 1) : 0;
+    return n >= 4096 ? (wide(fp8 ? m >= 2 && m < 8 : m == 8, m) ? 2 : 1) : 0;
 }
 
 __global__ void fill_u8(unsigned char* p, size_t n, unsigned seed) {
@@ -99,7 +103,7 @@ int main() {
     for (int pass = 0; pass < 4; pass++) {
         const int fp8 = pass & 1;
         alt = pass >= 2;
-        if (pass == 2) printf("half the features a block from 2 rows on:\n");
+        if (pass == 2) printf("the other width from 2 rows on:\n");
         memset(layer_us[fp8], 0, sizeof(layer_us[fp8]));
         for (auto& s : shapes) {
             const size_t elems = (size_t)s.n * s.k * s.mats, bytes = elems * (fp8 ? 1 : 2);
@@ -117,7 +121,7 @@ int main() {
                 const float* sc = fp8 ? scale : nullptr;
                 const size_t half = (size_t)s.n * s.k * (fp8 ? 1 : 2);
                 if (s.kind == QKV) {
-                    const int ri = gemv_ri(s.n, m), r = 1 << ri, nq = 4096, nk = 1024;
+                    const int ri = gemv3_ri(s.n, m), r = 1 << ri, nq = 4096, nk = 1024;
                     const size_t wk = (size_t)nq * s.k * (fp8 ? 1 : 2);
                     const size_t wv = wk + (size_t)nk * s.k * (fp8 ? 1 : 2);
                     GEMV3_K[fp8][m - 1][ri]<<<s.n / r, 128>>>(
@@ -129,7 +133,7 @@ int main() {
                     SWIGLU_K[fp8][m - 1][ri]<<<s.n / r, 128>>>(W, W + half, sc, sc, xr, yr, s.n,
                                                                 s.k, nullptr, 0.f, nullptr);
                 } else {
-                    const int ri = gemv_ri(s.n, m), r = 1 << ri;
+                    const int ri = gemv_ri(s.n, m, fp8), r = 1 << ri;
                     GEMV_K[fp8][m - 1][ri]<<<s.n / r, 128>>>(W, sc, xr, nullptr, yr, s.n, s.k, 0);
                 }
             };

@@ -13,8 +13,9 @@ pack hearth target/release/hearth
 # run.sh serveenv's HEARTH_BIN=old: another build of the engine to compare against.
 [ -n "${OLD_ENGINE:-}" ] && pack hearth-engine-old "$OLD_ENGINE"
 # Test binaries: the ones named (e.g. `pack.sh cuda_moe_mla hf_reference` for run.sh's moe stage),
-# by default the ops stage's; each carries the kernels' fatbin, so all of them exceed the carry.
-for t in ${@:-cuda_ops cuda_linear hf_reference}; do
+# by default two of the ops stage's (cuda_linear hf_reference in a second call): each carries the
+# kernels' fatbin, so all of them exceed the carry.
+for t in ${@:-cuda_ops cuda_attention}; do
     pack "$t" "$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)"
 done
 # run.sh's ab stage: kernel builds to compare (nvcc -cubin of versions of engine/kernels/cu),

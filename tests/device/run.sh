@@ -88,9 +88,9 @@
 #            is), in rounds (DATTN_ROUNDS, default 2), in one
 #            command (tests/device/decode_attn_bench.cu; needs only nvcc there); DATTN_NCU=1 adds
 #            Nsight Compute on the first variant (64 rows, fp8) and its top stalls by instruction
-#   pwg      the wgmma prefill attention in the engine: cuda_ops (its bits against mma.sync's),
+#   pwg      the wgmma prefill attention in the engine: cuda_attention (its bits against mma.sync's),
 #            memcheck over the attention tests, pp8192 with HEARTH_PREFILL_ATTN unset and =mma
-#            in turn, twice, bf16 / fp8 weights / fp8 weights and cache (pack.sh cuda_ops)
+#            in turn, twice, bf16 / fp8 weights / fp8 weights and cache (pack.sh cuda_attention)
 #   pattn    prefill attention alone (attn_prefill_tc on mma.sync against attn_prefill_wg on
 #            wgmma, Qwen3-8B heads, bf16 and fp8): checked against f32 and each other, timed on
 #            an 8,192-token prompt, with each compile-time setting in PATTN_VARIANTS ("NAME:-DX=1;
@@ -153,11 +153,14 @@ make_models() {
 
 for stage in "$@"; do case $stage in
 ops)
-    HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
-    HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
-    HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
-    HEARTH_TEST_CUDA=1 t memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1
-    HEARTH_TEST_CUDA=1 t memcheck_linear compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_linear" --test-threads=1
+    # The op test binaries packed (pack.sh's default set is more than one carry holds: pack
+    # cuda_ops cuda_attention and cuda_linear hf_reference in two calls).
+    for b in cuda_ops cuda_attention cuda_linear hf_reference; do
+        [ -e "$B/$b" ] || { echo "ops: $b not packed" | tee -a "$OUT/summary.txt"; continue; }
+        HEARTH_TEST_CUDA=1 t "$b" "$B/$b" --nocapture --test-threads=1
+        [ "$b" = hf_reference ] && continue
+        HEARTH_TEST_CUDA=1 t "memcheck_$b" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$b" --test-threads=1
+    done
     ;;
 linear)
     HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
@@ -501,8 +504,8 @@ pwg)
     # mma.sync kernel's) and memcheck over them, then pp8192 with it and with
     # HEARTH_PREFILL_ATTN=mma in turn, twice, in this one command: bf16 weights and cache, fp8
     # weights, fp8 weights and cache.
-    HEARTH_TEST_CUDA=1 t cuda_ops "$B/cuda_ops" --nocapture --test-threads=1
-    HEARTH_TEST_CUDA=1 t memcheck_attn compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_ops" --test-threads=1 attention
+    HEARTH_TEST_CUDA=1 t cuda_attention "$B/cuda_attention" --nocapture --test-threads=1
+    HEARTH_TEST_CUDA=1 t memcheck_attn compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_attention" --test-threads=1
     make_models q8b
     printf 'name: q8b-fp8kv\nmodel: /tmp/q8b\nengine: {device: cuda, kv_cache_dtype: fp8, quantization: fp8, max_model_len: 9216}\n' > /tmp/q8b-fp8kv.yaml
     for r in 1 2; do

@@ -5,6 +5,7 @@
 use super::ring::RingGemv;
 use super::{
     cfg, Kernels, GEMV_FEATURES_PER_BLOCK, GEMV_MAX_ROWS, GEMV_SWIGLU_FEATURES, GEMV_WIDE_ROWS,
+    GEMV_WIDE_ROWS_BF16,
 };
 use crate::BackendError;
 
@@ -87,8 +88,13 @@ impl Kernels {
         // Wide outputs: 4 features per block (each x load feeds 4 weight rows), 8 from a few rows
         // on (the rows' x loads would outweigh the weights'); narrow ones keep more blocks so the
         // grid still covers every SM. A block's 4 warps split K.
+        let wide_rows = if scales != 0 {
+            GEMV_WIDE_ROWS
+        } else {
+            GEMV_WIDE_ROWS_BF16
+        };
         let ri = match n {
-            n if n >= 4096 && rows >= GEMV_WIDE_ROWS => 3,
+            n if n >= 4096 && rows >= wide_rows => 3,
             n if n >= 4096 => 2,
             n if n >= 2048 => 1,
             _ => 0,
@@ -229,11 +235,18 @@ impl Kernels {
         {
             return Ok(());
         }
-        // fp8 at 8 rows keeps 2 features a block: with 4 its kernel needs 173 registers, two
-        // blocks an SM instead of three (Qwen3-8B's gate/up alone, `run.sh gemvrows` on a lent
-        // H200: 68 against 100 us).
+        // 4 features a block at 2-7 rows with fp8 weights, but 2 at 8: with 4 that kernel needs
+        // 173 registers, two blocks an SM instead of three. bf16 weights take 4 only at 8 rows:
+        // at 2-7, 2 was faster. (Qwen3-8B's gate/up alone, `run.sh gemvrows` on a lent H200, in
+        // three commands: fp8 at 8 rows 68 against 100 us; bf16 at 2 / 4 / 7 rows 49.0 / 55.5 /
+        // 67.9 against 51.3 / 56.6 / 76.9. In the engine bf16 at 8 concurrent lost 1.5% with 2.)
+        let wide = if fp8 {
+            (GEMV_WIDE_ROWS..8).contains(&rows)
+        } else {
+            rows == 8
+        };
         let ri = match n {
-            n if n >= 4096 && rows >= GEMV_WIDE_ROWS && !(fp8 && rows == 8) => 2,
+            n if n >= 4096 && wide => 2,
             n if n >= 4096 => 1,
             _ => 0,
         };
