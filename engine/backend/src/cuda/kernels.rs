@@ -16,10 +16,11 @@ pub const GEMV_MAX_ROWS: usize = 8;
 const GEMV_FEATURES_PER_BLOCK: [usize; 4] = [1, 2, 4, 8];
 /// Rows from which wide outputs take 8 features per block instead of 4, so that each x load
 /// feeds more weight rows (Qwen3-8B at 4 concurrent sequences: 521 -> 541 tok/s; 1 row keeps 4,
-/// which fills the GPU better). One matrix of bf16 weights from 4 rows: at 2-3 its launches
-/// take ~15% less time with 4 (Qwen3-8B's o and down at 2 rows 11.6 / 26.9 against 12.9 / 31.8
-/// us, `tests/device/run.sh gemvrows` on a lent H200, twice); fp8 ones are faster with 8.
+/// which fills the GPU better): fp8 weights and the Q/K/V launches.
 const GEMV_WIDE_ROWS: usize = 2;
+/// The same for one matrix of bf16 weights: at 2-3 rows its launches take ~15% less time with 4
+/// (Qwen3-8B's o and down at 2 rows 11.6 / 26.9 against 12.9 / 31.8 us, `tests/device/run.sh
+/// gemvrows` on a lent H200, twice); fp8 ones are faster with 8.
 const GEMV_WIDE_ROWS_BF16: usize = 4;
 /// Features per warp (gate and up rows each) the SwiGLU GEMVs come in.
 const GEMV_SWIGLU_FEATURES: [usize; 3] = [1, 2, 4];

@@ -241,9 +241,9 @@ impl Kernels {
         // three commands: fp8 at 8 rows 68 against 100 us; bf16 at 2 / 4 / 7 rows 49.0 / 55.5 /
         // 67.9 against 51.3 / 56.6 / 76.9. In the engine bf16 at 8 concurrent lost 1.5% with 2.)
         let wide = if fp8 {
-            (GEMV_WIDE_ROWS..8).contains(&rows)
+            (GEMV_WIDE_ROWS..GEMV_MAX_ROWS).contains(&rows)
         } else {
-            rows == 8
+            rows == GEMV_MAX_ROWS
         };
         let ri = match n {
             n if n >= 4096 && wide => 2,
