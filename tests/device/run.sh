@@ -88,8 +88,8 @@
 #            is), in rounds (DATTN_ROUNDS, default 2), in one
 #            command (tests/device/decode_attn_bench.cu; needs only nvcc there); DATTN_NCU=1 adds
 #            Nsight Compute on the first variant (64 rows, fp8) and its top stalls by instruction
-#   pwg      the wgmma prefill attention in the engine: cuda_attention (its bits against mma.sync's),
-#            memcheck over the attention tests, pp8192 with HEARTH_PREFILL_ATTN unset and =mma
+#   pwg      the wgmma prefill attention in the engine: cuda_attention (its bits against
+#            mma.sync's), memcheck over the attention tests, pp8192 with HEARTH_PREFILL_ATTN unset and =mma
 #            in turn, twice, bf16 / fp8 weights / fp8 weights and cache (pack.sh cuda_attention)
 #   pattn    prefill attention alone (attn_prefill_tc on mma.sync against attn_prefill_wg on
 #            wgmma, Qwen3-8B heads, bf16 and fp8): checked against f32 and each other, timed on
