@@ -604,6 +604,23 @@ pub trait Backend: Send + Sync {
         step: &Self::Step,
         out: &mut Self::Buf,
     );
+    /// `mla_attention` into `attn`, then `out = linear_heads(attn, w_uv)`: MLA's output by W_UV.
+    /// A GPU backend may merge the attention's splits inside W_UV's launch for decode rows; what
+    /// `attn` holds afterwards is then unspecified (it is scratch).
+    #[allow(clippy::too_many_arguments)]
+    fn mla_attention_uv(
+        &self,
+        cache: &Self::KvCache,
+        layer: usize,
+        (q_latent, q_rope): (&Self::Buf, &Self::Buf),
+        shape: MlaShape,
+        (step, prefill): (&Self::Step, &[bool]),
+        w_uv: &Self::Weight,
+        (attn, out): (&mut Self::Buf, &mut Self::Buf),
+    ) {
+        self.mla_attention(cache, layer, q_latent, q_rope, shape, step, attn);
+        self.linear_heads(attn, prefill, w_uv, shape.n_heads, out);
+    }
     /// The index of the largest value of each `cols`-long row of `x` (the first on ties): greedy
     /// sampling where the backend can do it without copying whole rows to the host.
     fn argmax_rows(&self, x: &Self::Buf, cols: usize) -> Vec<u32> {

@@ -390,25 +390,11 @@ MLA_TC(mla_tc, bf16, 4, 1)
 MLA_TC(mla_tc_fp8, fp8, 2, 2)
 MLA_TC(mla_tc_fp8, fp8, 4, 1)
 
-// Combines a row's splits (mla_tc's parts, n_parts per (row, head), at most 32) into the
-// output, for the sequences with fewer than q_max queries; rows whose sequence took one split
-// were written by mla_tc itself. Grid (n_heads, rows), MTC_RANK / 2 threads, two value dims a
-// thread: every split's values are loaded at once, beside the first warp's turning the splits'
-// (max, sum) into one weight each, so the merge is one round trip.
-extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
-    mla_tc_merge(const float* __restrict__ part, float* __restrict__ out,
-                 const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
-                 int n_heads, int n_parts, int q_max) {
-    pdl_begin();
-    const int h = blockIdx.x, row = blockIdx.y;
-    const uint32_t* info = seq_info + 4 * tok_seq[row];
-    if ((int)info[1] >= q_max) return;
-    const int ctx = (int)info[2];
-    const int n_split = min(n_parts, max(1, (ctx + MTC_SPLIT_MIN - 1) / MTC_SPLIT_MIN));
-    if (n_split <= 1) return;
-    const size_t th = (size_t)row * n_heads + h;
-    const float* pp = part + th * n_parts * (MTC_RANK + 2);
-    const int d = 2 * threadIdx.x;
+// One (row, head)'s value dims d, d + 1 merged from its n_split (2-32) parts at pp, by
+// MTC_RANK / 2 threads: every split's values are loaded at once, beside the first warp's turning
+// the splits' (max, sum) into one weight each, so the merge is one round trip.
+__device__ __forceinline__ float2 mla_merge_dims(const float* __restrict__ pp, int n_split,
+                                                 int d) {
     float2 v[32];
 #pragma unroll
     for (int z = 0; z < 32; z++)
@@ -434,5 +420,84 @@ extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
             acc.x += w_s[z] * v[z].x;
             acc.y += w_s[z] * v[z].y;
         }
-    *reinterpret_cast<float2*>(out + th * MTC_RANK + d) = make_float2(acc.x * inv_s, acc.y * inv_s);
+    return make_float2(acc.x * inv_s, acc.y * inv_s);
+}
+
+// The splits a row of sequence `info` took (mla_tc's mtc_splits for n_parts), or 1 where the
+// row is not mla_tc's (q_max queries or more: the GEMM path wrote it whole).
+__device__ __forceinline__ int mla_row_splits(const uint32_t* info, int n_parts, int q_max) {
+    if ((int)info[1] >= q_max) return 1;
+    return min(n_parts, max(1, ((int)info[2] + MTC_SPLIT_MIN - 1) / MTC_SPLIT_MIN));
+}
+
+// Combines a row's splits (mla_tc's parts, n_parts per (row, head), at most 32) into the
+// output, for the sequences with fewer than q_max queries; rows whose sequence took one split
+// were written by mla_tc itself. Grid (n_heads, rows), MTC_RANK / 2 threads, two value dims a
+// thread.
+extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
+    mla_tc_merge(const float* __restrict__ part, float* __restrict__ out,
+                 const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
+                 int n_heads, int n_parts, int q_max) {
+    pdl_begin();
+    const int h = blockIdx.x, row = blockIdx.y;
+    const int n_split = mla_row_splits(seq_info + 4 * tok_seq[row], n_parts, q_max);
+    if (n_split <= 1) return;
+    const size_t th = (size_t)row * n_heads + h;
+    const int d = 2 * threadIdx.x;
+    *reinterpret_cast<float2*>(out + th * MTC_RANK + d) =
+        mla_merge_dims(part + th * n_parts * (MTC_RANK + 2), n_split, d);
+}
+
+// mla_tc_merge and linear_heads by W_UV (bf16 [n_heads * n, MTC_RANK]) in one launch, for
+// decode rows: a block merges its (row, head)'s splits into shared memory (or takes the row
+// mla_tc wrote whole), and its 8 warps take MUV_OUT of the head's n outputs, MUV_OUT / 8 each,
+// with linear_heads' arithmetic: the bits of the two launches, one launch and one round trip
+// of the merged row fewer. W_UV never depends on the kernels before, so every weight load goes
+// out before the wait. Grid (ceil(n / MUV_OUT), rows * n_heads), MTC_RANK / 2 threads.
+#ifndef MUV_OUT
+#define MUV_OUT 32
+#endif
+extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
+    mla_merge_uv(const float* __restrict__ part, const float* __restrict__ attn,
+                 const bf16* __restrict__ w, float* __restrict__ out,
+                 const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
+                 int n_heads, int n_parts, int q_max, int n) {
+    constexpr int PER_WARP = MUV_OUT / 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t rh = blockIdx.y;
+    const int h = (int)(rh % n_heads), row = (int)(rh / n_heads);
+    uint4 wv[PER_WARP][2];
+#pragma unroll
+    for (int u = 0; u < PER_WARP; u++) {
+        const int j = min((int)blockIdx.x * MUV_OUT + warp + 8 * u, n - 1);
+        const bf16* wr = w + ((size_t)h * n + j) * MTC_RANK + lane * 8;
+        wv[u][0] = ldg_stream(wr);
+        wv[u][1] = ldg_stream(wr + 256);
+    }
+    pdl_begin();
+    __shared__ __align__(16) float x_s[MTC_RANK];
+    const int n_split = mla_row_splits(seq_info + 4 * tok_seq[row], n_parts, q_max);
+    const int d = 2 * threadIdx.x;
+    *reinterpret_cast<float2*>(x_s + d) =
+        n_split > 1 ? mla_merge_dims(part + rh * n_parts * (MTC_RANK + 2), n_split, d)
+                    : *reinterpret_cast<const float2*>(attn + rh * MTC_RANK + d);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < PER_WARP; u++) {
+        const int j = (int)blockIdx.x * MUV_OUT + warp + 8 * u;
+        if (j >= n) break;
+        float s = 0.f;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int i = lane * 8 + 256 * c;
+            float wf[8];
+            bf16x8_to_f32(wv[u][c], wf);
+            const float4 a = *reinterpret_cast<const float4*>(x_s + i);
+            const float4 b = *reinterpret_cast<const float4*>(x_s + i + 4);
+            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
+                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+        }
+        s = warp_sum(s);
+        if (lane == 0) out[rh * n + j] = s;
+    }
 }

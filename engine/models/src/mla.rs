@@ -211,8 +211,15 @@ impl<W> Mla<W> {
             rope_dim: d.rope_dim,
             scale: d.scale,
         };
-        b.mla_attention(kv, i, &s.q_latent, &s.q_rope, shape, step, &mut s.attn);
-        b.linear_heads(&s.attn, kinds, &self.w_uv, d.n_heads, &mut s.act);
+        b.mla_attention_uv(
+            kv,
+            i,
+            (&s.q_latent, &s.q_rope),
+            shape,
+            (step, kinds),
+            &self.w_uv,
+            (&mut s.attn, &mut s.act),
+        );
         b.linear_residual(&s.act, kinds, &self.o, x);
     }
 }

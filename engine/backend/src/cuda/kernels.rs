@@ -133,6 +133,8 @@ pub struct Kernels {
     /// Tensor-core MLA, `[cache][MT 2, 4]`, and its split merge.
     mla_tc: [[CudaFunction; 2]; 2],
     mla_tc_merge: CudaFunction,
+    /// The merge and W_UV in one launch for decode rows (none with HEARTH_MLA_MERGE_UV=0).
+    mla_merge_uv: Option<CudaFunction>,
     /// The weight ring (HEARTH_RING_DECODE=1, sm_90 and later; see kernels/ring.rs).
     ring: Option<Ring>,
 }
@@ -374,6 +376,9 @@ impl Kernels {
                 [f("mla_tc_fp8_2")?, f("mla_tc_fp8_4")?],
             ],
             mla_tc_merge: f("mla_tc_merge")?,
+            mla_merge_uv: (std::env::var("HEARTH_MLA_MERGE_UV").as_deref() != Ok("0"))
+                .then(|| f("mla_merge_uv"))
+                .transpose()?,
             pdl,
             sms,
             capturing: AtomicBool::new(false),

@@ -753,7 +753,20 @@ impl Backend for CudaBackend {
         step: &CudaStep,
         out: &mut CudaBuf,
     ) {
-        self.mla_attention_op(cache, layer, q_latent, q_rope, shape, step, out);
+        self.mla_attention_op(cache, layer, q_latent, q_rope, shape, step, out, None);
+    }
+
+    fn mla_attention_uv(
+        &self,
+        cache: &CudaKvCache,
+        layer: usize,
+        q: (&CudaBuf, &CudaBuf),
+        shape: MlaShape,
+        (step, _): (&CudaStep, &[bool]),
+        w_uv: &CudaWeight,
+        bufs: (&mut CudaBuf, &mut CudaBuf),
+    ) {
+        self.mla_attention_uv_op(cache, layer, q, shape, step, w_uv, bufs);
     }
 
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {

@@ -453,6 +453,42 @@ impl CudaBackend {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// mla_attention into `attn`, then W_UV's linear_heads into `out`. Decode rows on the
+    /// tensor-core kernel take the split merge and W_UV as one launch (`mla_merge_uv`), which
+    /// writes `out` only: `attn` then holds just the rows that took one split.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mla_attention_uv_op(
+        &self,
+        cache: &CudaKvCache,
+        layer: usize,
+        (q_latent, q_rope): (&CudaBuf, &CudaBuf),
+        shape: MlaShape,
+        step: &CudaStep,
+        w_uv: &CudaWeight,
+        (attn, out): (&mut CudaBuf, &mut CudaBuf),
+    ) {
+        let rows = step.n_tokens;
+        let fused = self.kernels.merges_uv()
+            && rows <= GEMV_MAX_ROWS
+            && (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE
+            && step.seqs.iter().all(|s| s[1] < MLA_GEMM_MIN_QUERIES);
+        match w_uv.matrix() {
+            Some((wp, wr, k)) if fused && k == shape.kv_lora_rank => {
+                let n = wr / shape.n_heads;
+                self.ensure(out, rows * shape.n_heads * n);
+                let uv = Some((wp, n, out.ptr));
+                self.mla_attention_op(cache, layer, q_latent, q_rope, shape, step, attn, uv);
+            }
+            _ => {
+                self.mla_attention_op(cache, layer, q_latent, q_rope, shape, step, attn, None);
+                self.linear_heads_op(attn, rows, w_uv, shape.n_heads, out);
+            }
+        }
+    }
+
+    /// MLA attention into `out`; with `uv` (W_UV's bf16 matrix, its outputs a head, and where
+    /// they go) the tensor-core path ends in `mla_merge_uv` instead of the merge.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn mla_attention_op(
         &self,
         cache: &CudaKvCache,
@@ -462,6 +498,7 @@ impl CudaBackend {
         shape: MlaShape,
         step: &CudaStep,
         out: &mut CudaBuf,
+        uv: Option<(u64, usize, u64)>,
     ) {
         let t0 = self.prof_begin();
         assert!(
@@ -517,7 +554,7 @@ impl CudaBackend {
         let r = parts
             .and_then(|parts| {
                 if tc {
-                    self.mla_tc_launches(&a, shape, bs, step, min, (splits, parts))
+                    self.mla_tc_launches(&a, shape, bs, step, min, (splits, parts), uv)
                 } else {
                     self.kernels
                         .mla_attention(&a, shape, bs, min, (splits, parts))
@@ -529,6 +566,7 @@ impl CudaBackend {
             });
         let op = match (long.is_empty(), tc) {
             (true, false) => "mla_attention (rows)",
+            (true, true) if uv.is_some() => "mla_attention (tensor cores) + W_UV",
             (true, true) => "mla_attention (tensor cores)",
             (false, _) => "mla_attention (GEMMs)",
         };
@@ -537,7 +575,8 @@ impl CudaBackend {
 
     /// The tensor-core MLA kernel over the sequences with fewer than `max_queries` queries:
     /// narrow tiles for decode rows and short chunks, wide ones for longer chunks, then the
-    /// merge of split rows.
+    /// merge of split rows (with `uv`, merged straight into W_UV's products).
+    #[allow(clippy::too_many_arguments)]
     fn mla_tc_launches(
         &self,
         a: &MlaLaunch,
@@ -546,6 +585,7 @@ impl CudaBackend {
         step: &CudaStep,
         max_queries: usize,
         parts: (usize, u64),
+        uv: Option<(u64, usize, u64)>,
     ) -> Result<(), super::BackendError> {
         let k = &self.kernels;
         // The rows of the sequences with a query count in lo..hi (a launch covers only those:
@@ -565,10 +605,11 @@ impl CudaBackend {
         if let Some(r) = rows(wide, max_queries) {
             k.mla_tc(a, shape, block_size, r, (wide, max_queries), true, parts)?;
         }
-        if parts.0 > 1 {
-            k.mla_tc_merge(a, shape.n_heads, max_queries, parts)?;
+        match uv {
+            Some(uv) => k.mla_merge_uv(a, shape.n_heads, max_queries, parts, uv),
+            None if parts.0 > 1 => k.mla_tc_merge(a, shape.n_heads, max_queries, parts),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// One long prefill chunk's MLA as cuBLASLt GEMMs: S = Q K^T over its gathered latent rows,

@@ -23,6 +23,8 @@ const MLA_WARPS: u32 = 4;
 /// The (kv_lora_rank, rope_dim) mla_tc.cu is built for (MTC_RANK, MTC_ROPE): DeepSeek-V3's and
 /// GLM-4.7-Flash's latent.
 pub const MLA_TC_SHAPE: (usize, usize) = (512, 64);
+/// W_UV outputs a block of mla_merge_uv (MUV_OUT in mla_tc.cu).
+const MLA_UV_OUT: usize = 32;
 /// mla_tc.cu's keys per tile, padded row widths, and the m-tiles of its narrow and wide variants.
 const MLA_TC_BK: usize = 32;
 const MLA_TC_ROW: usize = 512 + 64 + 8;
@@ -705,6 +707,49 @@ impl Kernels {
             nh,
             ns,
             q_max
+        )
+    }
+
+    /// Whether the merge and W_UV run as one launch (`mla_merge_uv`; not with
+    /// HEARTH_MLA_MERGE_UV=0).
+    pub fn merges_uv(&self) -> bool {
+        self.mla_merge_uv.is_some()
+    }
+
+    /// [`Self::mla_tc_merge`] and `linear_heads` by W_UV (bf16 `[n_heads * n, 512]` at `w`) in
+    /// one launch: `out[r, h * n + j]` for `a.rows` rows. Rows that took one split are read from
+    /// `a.out`, where mla_tc wrote them.
+    pub fn mla_merge_uv(
+        &self,
+        a: &MlaLaunch,
+        n_heads: usize,
+        q_max: usize,
+        (splits, parts): (usize, u64),
+        (w, n, out): (u64, usize, u64),
+    ) -> Result<(), BackendError> {
+        let f = self
+            .mla_merge_uv
+            .as_ref()
+            .expect("mla_merge_uv called with HEARTH_MLA_MERGE_UV=0");
+        let (nh, ns, n_i) = (n_heads as i32, splits as i32, n as i32);
+        let q_max = q_max.min(i32::MAX as usize) as i32;
+        launch!(
+            @fn self,
+            f,
+            cfg(
+                (n.div_ceil(MLA_UV_OUT) as u32, (a.rows * n_heads) as u32),
+                (MLA_TC_SHAPE.0 / 2) as u32
+            ),
+            parts,
+            a.out,
+            w,
+            out,
+            a.tok_seq,
+            a.seq_info,
+            nh,
+            ns,
+            q_max,
+            n_i
         )
     }
 }
