@@ -48,6 +48,12 @@ mod tests {
                 "moe_route_gemv",
                 "__shared__ float row_logits[MOE_MAX_EXPERTS]",
             ),
+            // The merge and W_UV issue every W_UV load, then wait (mla_tc.cu).
+            (
+                "mla_tc.cu",
+                "mla_merge_uv",
+                "constexpr int PER_WARP = MUV_OUT / 8",
+            ),
             // One-row GEMVs issue their first weight loads, then wait (gemv_partials).
             ("gemv.cu", "gemv_T", "if (M > 1) pdl_begin()"),
             ("gemv.cu", "gemv3_T", "if (M > 1) pdl_begin()"),
