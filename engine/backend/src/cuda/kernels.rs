@@ -24,8 +24,6 @@ const GEMV_WIDE_ROWS: usize = 2;
 const GEMV_WIDE_ROWS_BF16: usize = 4;
 /// Features per warp (gate and up rows each) the SwiGLU GEMVs come in.
 const GEMV_SWIGLU_FEATURES: [usize; 3] = [1, 2, 4];
-/// Heads of `rope_write_kv` per block, a warp each (ROPE_HEADS_PER_BLOCK).
-const ROPE_HEADS_PER_BLOCK: usize = 4;
 
 pub struct Kernels {
     stream: Arc<CudaStream>,
@@ -218,7 +216,7 @@ macro_rules! launch {
 mod attention;
 mod launch;
 use attention::{decode_tc_variants, decode_variants};
-pub use attention::{AttnLaunch, ROPE_ATTN_MAX_KEYS};
+pub use attention::{AttnLaunch, RopeWriteLaunch, ROPE_ATTN_MAX_KEYS};
 use launch::Launch;
 mod gemm_fp8;
 mod tensor_map;
@@ -717,78 +715,6 @@ impl Kernels {
             v
         )
     }
-}
-
-impl Kernels {
-    /// q/k norms (when `norms` are not 0), rotary embedding of q and k in place, and k, v into
-    /// the caches at `slots`, for `rows` rows (see rope_write_kv in attention.cu).
-    pub fn rope_write_kv(&self, a: &RopeWriteLaunch) -> Result<(), BackendError> {
-        let RopeShape {
-            n_heads,
-            head_dim,
-            rotary_dim,
-            neox,
-        } = a.shape;
-        assert!(head_dim <= 256, "rope_write_kv: head_dim {head_dim}");
-        let (nh, nkv, hd, rd, neox) = (
-            n_heads as i32,
-            a.n_kv_heads as i32,
-            head_dim as i32,
-            rotary_dim as i32,
-            neox as i32,
-        );
-        if a.rows == 1 && !self.skipping() && self.ring_rope(a)? {
-            return Ok(());
-        }
-        let (kc, vc) = a.caches;
-        launch!(
-            @fn self,
-            &self.rope_write_kv[usize::from(a.fp8)],
-            cfg(
-                (
-                    a.rows as u32,
-                    (n_heads + a.n_kv_heads).div_ceil(ROPE_HEADS_PER_BLOCK) as u32,
-                ),
-                32 * ROPE_HEADS_PER_BLOCK as u32,
-            ),
-            a.q,
-            a.k,
-            a.v,
-            a.norms.0,
-            a.norms.1,
-            a.eps,
-            a.positions,
-            a.inv_freq,
-            a.slots,
-            kc,
-            vc,
-            nh,
-            nkv,
-            hd,
-            rd,
-            neox
-        )
-    }
-}
-
-/// Everything one `rope_write_kv` launch reads.
-pub struct RopeWriteLaunch {
-    pub q: u64,
-    pub k: u64,
-    pub v: u64,
-    /// q_norm and k_norm weights, or (0, 0).
-    pub norms: (u64, u64),
-    pub eps: f32,
-    pub positions: u64,
-    pub inv_freq: u64,
-    pub slots: u64,
-    pub caches: (u64, u64),
-    /// fp8 e4m3 caches (else bf16).
-    pub fp8: bool,
-    pub rows: usize,
-    /// The rotary layout, with n_heads the query heads.
-    pub shape: RopeShape,
-    pub n_kv_heads: usize,
 }
 
 /// Head layout for `rope`.

@@ -1,13 +1,15 @@
 //! Launchers of the attention kernels: decode rows and short chunks (the tensor-core kernel of
 //! attention_decode_tc.cu, the CUDA-core one of attention_decode.cu for other head layouts, and
-//! the merge of their splits), and prefill tiles (tensor-core, attention_prefill.cu, or the
-//! CUDA-core tiled kernel of attention.cu).
+//! the merge of their splits), prefill tiles (tensor-core, attention_prefill.cu, or the
+//! CUDA-core tiled kernel of attention.cu), and the RoPE + cache write before them.
 
 use cudarc::driver::{CudaFunction, LaunchConfig};
 
-use super::{cfg, Kernels, RopeWriteLaunch};
+use super::{cfg, Kernels, RopeShape};
 use crate::BackendError;
 
+/// Heads of `rope_write_kv` per block, a warp each (ROPE_HEADS_PER_BLOCK).
+const ROPE_HEADS_PER_BLOCK: usize = 4;
 /// Splits per row the decode attention kernel may use (DEC_MAX_SPLITS in attention_decode.cu).
 pub const DECODE_MAX_SPLITS: usize = 32;
 /// Rows per decode attention launch: its split buffer is sized for this many rows.
@@ -516,4 +518,76 @@ pub struct AttnLaunch {
     /// `out` is bf16 (else f32): the tensor-core kernels (prefill tiles, decode rows and their
     /// split merge) write bf16, so a step asks for it only when those write every row.
     pub out_bf16: bool,
+}
+
+impl Kernels {
+    /// q/k norms (when `norms` are not 0), rotary embedding of q and k in place, and k, v into
+    /// the caches at `slots`, for `rows` rows (see rope_write_kv in attention.cu).
+    pub fn rope_write_kv(&self, a: &RopeWriteLaunch) -> Result<(), BackendError> {
+        let RopeShape {
+            n_heads,
+            head_dim,
+            rotary_dim,
+            neox,
+        } = a.shape;
+        assert!(head_dim <= 256, "rope_write_kv: head_dim {head_dim}");
+        let (nh, nkv, hd, rd, neox) = (
+            n_heads as i32,
+            a.n_kv_heads as i32,
+            head_dim as i32,
+            rotary_dim as i32,
+            neox as i32,
+        );
+        if a.rows == 1 && !self.skipping() && self.ring_rope(a)? {
+            return Ok(());
+        }
+        let (kc, vc) = a.caches;
+        launch!(
+            @fn self,
+            &self.rope_write_kv[usize::from(a.fp8)],
+            cfg(
+                (
+                    a.rows as u32,
+                    (n_heads + a.n_kv_heads).div_ceil(ROPE_HEADS_PER_BLOCK) as u32,
+                ),
+                32 * ROPE_HEADS_PER_BLOCK as u32,
+            ),
+            a.q,
+            a.k,
+            a.v,
+            a.norms.0,
+            a.norms.1,
+            a.eps,
+            a.positions,
+            a.inv_freq,
+            a.slots,
+            kc,
+            vc,
+            nh,
+            nkv,
+            hd,
+            rd,
+            neox
+        )
+    }
+}
+
+/// Everything one `rope_write_kv` launch reads.
+pub struct RopeWriteLaunch {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    /// q_norm and k_norm weights, or (0, 0).
+    pub norms: (u64, u64),
+    pub eps: f32,
+    pub positions: u64,
+    pub inv_freq: u64,
+    pub slots: u64,
+    pub caches: (u64, u64),
+    /// fp8 e4m3 caches (else bf16).
+    pub fp8: bool,
+    pub rows: usize,
+    /// The rotary layout, with n_heads the query heads.
+    pub shape: RopeShape,
+    pub n_kv_heads: usize,
 }
