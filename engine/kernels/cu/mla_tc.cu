@@ -454,9 +454,7 @@ extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
 // with linear_heads' arithmetic: the bits of the two launches, one launch and one round trip
 // of the merged row fewer. W_UV never depends on the kernels before, so every weight load goes
 // out before the wait. Grid (ceil(n / MUV_OUT), rows * n_heads), MTC_RANK / 2 threads.
-#ifndef MUV_OUT
-#define MUV_OUT 32
-#endif
+#define MUV_OUT 32  // MLA_UV_OUT in kernels/moe_mla.rs (32 beat 16 and 64 on an H200)
 extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
     mla_merge_uv(const float* __restrict__ part, const float* __restrict__ attn,
                  const bf16* __restrict__ w, float* __restrict__ out,

@@ -452,7 +452,6 @@ impl CudaBackend {
         self.linear_heads_op(q_nope, prefill.len(), w_uk, n_heads, q_latent);
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// mla_attention into `attn`, then W_UV's linear_heads into `out`. Decode rows on the
     /// tensor-core kernel take the split merge and W_UV as one launch (`mla_merge_uv`), which
     /// writes `out` only: `attn` then holds just the rows that took one split.
