@@ -75,6 +75,15 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float* f) {
     }
 }
 
+// The dot product of 8 bf16 weights (a 16-byte vector) with x values a then b, summed left to
+// right (the one-row sum linear_heads and mla_merge_uv share, so their bits agree).
+__device__ __forceinline__ float bf16x8_dot(uint4 w, float4 a, float4 b) {
+    float wf[8];
+    bf16x8_to_f32(w, wf);
+    return wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y +
+           wf[6] * b.z + wf[7] * b.w;
+}
+
 // 8 KV cache values (bf16: 16 bytes, fp8: 8 bytes, 8-value aligned) as f32.
 __device__ __forceinline__ void kv8_to_f32(const bf16* p, float* f) {
     bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);

@@ -67,12 +67,9 @@ __device__ __forceinline__ void linear_heads_body(const float* __restrict__ x,
         const uint4 w1 = i0 + 256 < k ? ldg_stream(wr + i0 + 256) : uint4{};
         if (WAIT) pdl_begin();
         for (int i = i0; i < k; i += 32 * 8) {
-            float wf[8];
-            bf16x8_to_f32(i == i0 ? w0 : i == i0 + 256 ? w1 : ldg_stream(wr + i), wf);
-            const float4 a = *reinterpret_cast<const float4*>(xr + i);
-            const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
-            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
-                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+            const uint4 w = i == i0 ? w0 : i == i0 + 256 ? w1 : ldg_stream(wr + i);
+            s += bf16x8_dot(w, *reinterpret_cast<const float4*>(xr + i),
+                            *reinterpret_cast<const float4*>(xr + i + 4));
         }
     } else {
         if (WAIT) pdl_begin();

@@ -488,12 +488,8 @@ extern "C" __global__ void __launch_bounds__(MTC_RANK / 2)
 #pragma unroll
         for (int c = 0; c < 2; c++) {
             const int i = lane * 8 + 256 * c;
-            float wf[8];
-            bf16x8_to_f32(wv[u][c], wf);
-            const float4 a = *reinterpret_cast<const float4*>(x_s + i);
-            const float4 b = *reinterpret_cast<const float4*>(x_s + i + 4);
-            s += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
-                 wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+            s += bf16x8_dot(wv[u][c], *reinterpret_cast<const float4*>(x_s + i),
+                            *reinterpret_cast<const float4*>(x_s + i + 4));
         }
         s = warp_sum(s);
         if (lane == 0) out[rh * n + j] = s;
