@@ -449,7 +449,8 @@ ATTN_DECODE_TC(attn_decode_tc_fp8_g16, fp8, 128, 2)
 template <int HD>
 __device__ __forceinline__ void dtc_merge_group(const float2* __restrict__ part_ml,
                                                 const float* __restrict__ part_acc,
-                                                float* __restrict__ out, int t, int i, int n_heads,
+                                                void* __restrict__ out, int out_bf16, int t, int i,
+                                                int n_heads,
                                                 int h0, int G, int n_split, int tid,
                                                 unsigned char* sm, int sm_bytes, float2* ml_sm) {
     constexpr int THREADS = DTC_WARPS * 32, V = HD / 4;  // 16-byte pieces of a head's row
@@ -493,38 +494,43 @@ __device__ __forceinline__ void dtc_merge_group(const float2* __restrict__ part_
             for (int s = 0; s < n_split; s++)
                 if (ml[s].y > 0.f) o = __fmaf_rn(acc[(r * n_split + s) * HD + d], ml[s].x, o);
             const float L = den[r0 + r];
-            out[((size_t)t * n_heads + h0 + r0 + r) * HD + d] = L > 0.f ? o / L : 0.f;
+            store_act(out, ((size_t)t * n_heads + h0 + r0 + r) * HD + d, L > 0.f ? o / L : 0.f,
+                      out_bf16);
         }
         __syncthreads();  // the staged partials are read before the next chunk's copies
     }
 }
 
-// Batch-1 decode's attention step in one launch (the one-row decode graph): each block runs
-// rope_write_kv's q/k norm and RoPE of its KV group's query heads into shared memory (in the last
-// split's block, the warp that reads this step's key also of the key, which it writes with the
-// value into the cache), then the block above; of a row's several splits, the block that
-// finishes last merges them (dtc_merge_group). Three launches a layer become one, with the bits of rope_write_kv +
-// attn_decode_tc + attn_decode_merge_wide, which launches of more rows keep. Keys cached by
-// earlier steps never depend on the kernel before, nor does the step's metadata (copied before
-// the graph), so a warp whose first tile does not hold this step's key loads it before the wait.
-// Grid: (1, n_kv_heads, DEC_MAX_SPLITS), DTC_WARPS * 32 threads, DtcSmem<HD, T>::BYTES +
-// DTC_ROPE_SMEM(HD) bytes of dynamic shared memory. arrivals[kvh] is zero before and after.
-#define DTC_ROPE_SMEM(HD) ((DTC_MAX_GROUP + 1) * (HD) * 4)
+// A decode step's attention in one launch (steps whose every row is its sequence's one new
+// token): each block runs rope_write_kv's q/k norm and RoPE of its row's KV group's query heads
+// into shared memory (in the row's last split's block, the warp that reads this step's key also
+// of the key, which it writes with the value into the cache), then the block above; of a row's
+// several splits, the block that finishes last merges them (dtc_merge_group). Three launches a
+// layer become one, with the bits of rope_write_kv + attn_decode_tc + attn_decode_merge, which
+// prefill chunks keep. Keys cached by earlier steps never depend on the kernel before, nor does
+// the step's metadata (copied before the graph), so a warp whose first tile does not hold this
+// step's key loads it before the wait. No block reads another row's new key: each row is its
+// own sequence's.
+// Grid: (rows, n_kv_heads, DEC_MAX_SPLITS), DTC_WARPS * 32 threads, DtcSmem<HD, T>::BYTES +
+// DTC_ROPE_SMEM(G, HD) bytes of dynamic shared memory. arrivals[i * n_kv_heads + kvh] is zero
+// before and after. The output is f32, or bf16 when out_bf16 (as attn_decode_tc's).
+#define DTC_ROPE_SMEM(G, HD) (((G) + 1) * (HD) * 4)
 template <int HD, typename T, int NQ>
 __device__ __forceinline__ void attn_decode_tc_rope(
     float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,
     const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,
     const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc,
-    float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,
-    unsigned* __restrict__ arrivals, const uint32_t* __restrict__ rows,
-    const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,
-    const uint32_t* __restrict__ block_tables, int n_heads, int n_kv_heads, int block_size,
-    float scale, int rotary_dim, int neox, unsigned char* dsm) {
+    void* __restrict__ out, int out_bf16, float2* __restrict__ part_ml,
+    float* __restrict__ part_acc, unsigned* __restrict__ arrivals,
+    const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,
+    const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,
+    int n_heads, int n_kv_heads, int block_size, float scale, int rotary_dim, int neox,
+    unsigned char* dsm) {
     __shared__ int last_block;
-    const int kvh = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+    const int i = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
-    const DtcWork w = dtc_work(rows, tok_seq, seq_info, block_tables, 0, split);
+    const DtcWork w = dtc_work(rows, tok_seq, seq_info, block_tables, i, split);
     // Split 0's blocks always wait below, so the launch still ends after the kernel before it.
     if (split >= w.n_split) return;
     // A tile holds this step's key (keys - 1) when it reaches the row's last key.
@@ -548,22 +554,23 @@ __device__ __forceinline__ void attn_decode_tc_rope(
     }
     if (warp < w.n_tiles && !early)
         dtc_first_tiles<HD, T>(w, dsm, kc, vc, block_size, n_kv_heads, kvh, warp, lane);
-    attn_decode_tc_core<HD, T, true, NQ>(qs, kc, vc, out, 0, part_ml, part_acc, w, n_heads,
-                                          n_kv_heads, block_size, scale, 0, kvh, split, tid, dsm,
-                                          [] { __syncthreads(); });
+    attn_decode_tc_core<HD, T, true, NQ>(qs, kc, vc, out, out_bf16, part_ml, part_acc, w,
+                                          n_heads, n_kv_heads, block_size, scale, i, kvh, split,
+                                          tid, dsm, [] { __syncthreads(); });
     if (w.n_split == 1) return;
     // Every thread's partial results out before the block counts itself in.
     __threadfence();
     __syncthreads();
+    unsigned* arrived = arrivals + (size_t)i * n_kv_heads + kvh;
     if (tid == 0) {
-        last_block = atomicAdd(arrivals + kvh, 1u) == (unsigned)(w.n_split - 1);
-        if (last_block) arrivals[kvh] = 0;
+        last_block = atomicAdd(arrived, 1u) == (unsigned)(w.n_split - 1);
+        if (last_block) *arrived = 0;
     }
     __syncthreads();
     if (!last_block) return;
     __threadfence();
-    dtc_merge_group<HD>(part_ml, part_acc, out, w.t, 0, n_heads, kvh * G, G, w.n_split, tid, dsm,
-                        DtcSmem<HD, T>::BYTES, reinterpret_cast<float2*>(qs));
+    dtc_merge_group<HD>(part_ml, part_acc, out, out_bf16, w.t, i, n_heads, kvh * G, G, w.n_split,
+                        tid, dsm, DtcSmem<HD, T>::BYTES, reinterpret_cast<float2*>(qs));
 }
 
 #define ATTN_DECODE_TC_ROPE(KERNEL, T, HD, NQ)                                                    \
@@ -572,16 +579,16 @@ __device__ __forceinline__ void attn_decode_tc_rope(
         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps,            \
         const uint32_t* __restrict__ pos, const float* __restrict__ inv_freq,                     \
         const uint32_t* __restrict__ slots, T* __restrict__ kc, T* __restrict__ vc,               \
-        float* __restrict__ out, float2* __restrict__ part_ml, float* __restrict__ part_acc,      \
-        unsigned* __restrict__ arrivals, const uint32_t* __restrict__ rows,                       \
-        const uint32_t* __restrict__ tok_seq, const uint32_t* __restrict__ seq_info,              \
-        const uint32_t* __restrict__ block_tables, int n_heads, int n_kv_heads, int block_size,   \
-        float scale, int rotary_dim, int neox) {                                                  \
+        void* __restrict__ out, int out_bf16, float2* __restrict__ part_ml,                       \
+        float* __restrict__ part_acc, unsigned* __restrict__ arrivals,                            \
+        const uint32_t* __restrict__ rows, const uint32_t* __restrict__ tok_seq,                  \
+        const uint32_t* __restrict__ seq_info, const uint32_t* __restrict__ block_tables,         \
+        int n_heads, int n_kv_heads, int block_size, float scale, int rotary_dim, int neox) {     \
         extern __shared__ __align__(16) unsigned char dsm[];                                      \
         attn_decode_tc_rope<HD, T, NQ>(q, k, v, q_norm, k_norm, eps, pos, inv_freq, slots, kc,    \
-                                       vc, out, part_ml, part_acc, arrivals, rows, tok_seq,       \
-                                       seq_info, block_tables, n_heads, n_kv_heads, block_size,   \
-                                       scale, rotary_dim, neox, dsm);                             \
+                                       vc, out, out_bf16, part_ml, part_acc, arrivals, rows,      \
+                                       tok_seq, seq_info, block_tables, n_heads, n_kv_heads,      \
+                                       block_size, scale, rotary_dim, neox, dsm);                 \
     }
 ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 64, 1)
 ATTN_DECODE_TC_ROPE(attn_decode_tc_rope, bf16, 128, 1)

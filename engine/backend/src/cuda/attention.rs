@@ -1,6 +1,6 @@
 //! The attention ops: the decode kernels for single rows and short chunks, the tiled prefill
 //! kernels (tensor-core, or CUDA-core for other head sizes) for the 64-row tiles of long chunks,
-//! and a batch-1 decode step's RoPE + cache write + attention in one launch.
+//! and a decode step's RoPE + cache write + attention in one launch.
 
 use super::buffers::{matmul_input_bf16, CudaBuf, CudaKvCache};
 use super::kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, ROPE_ATTN_MAX_KEYS};
@@ -69,8 +69,8 @@ impl CudaBackend {
         })
     }
 
-    /// `Backend::rope_attention`: a step of one row (batch-1 decode) in one launch
-    /// (`Kernels::rope_attention_decode`), any other as `rope_write_kv` then `attention`.
+    /// `Backend::rope_attention`: a decode step (every row its sequence's one new token) in one
+    /// launch (`Kernels::rope_attention_decode`), any other as `rope_write_kv` then `attention`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rope_attention_op(
         &self,
@@ -87,25 +87,34 @@ impl CudaBackend {
             return;
         }
         let t0 = self.prof_begin();
-        self.ensure_as(out, q.len, false);
-        let a = Self::attn_launch(cache, p.layer, q, shape, step, (out.ptr, false));
+        // As `attention_op`: bf16 where the o-projection is a GEMM.
+        let out_bf16 = matmul_input_bf16(step.n_tokens);
+        self.ensure_as(out, q.len, out_bf16);
+        let a = Self::attn_launch(cache, p.layer, q, shape, step, (out.ptr, out_bf16));
         let r = self.rope_launch((q, k, v), p, cache, step).and_then(|rl| {
             let parts = self.attn_parts(shape)?;
             self.kernels
                 .rope_attention_decode(&rl, &a, step.short_rows, parts)
         });
-        self.finish("rope + attention (one row)", t0, r);
+        self.finish("rope + attention (decode)", t0, r);
     }
 
-    /// Whether `rope_attention` takes one launch for this step: one row of at most
-    /// `ROPE_ATTN_MAX_KEYS` keys, and a layout and setting `Kernels::fuses_rope_attention` takes.
+    /// Whether `rope_attention` takes one launch for this step: every row its sequence's one new
+    /// token (decode rows, padding included), at most `ROPE_ATTN_MAX_KEYS` keys when it is one
+    /// row (its merge runs in a block a KV head; with more rows the merges run side by side),
+    /// and a layout, row count and setting `Kernels::fuses_rope_attention` takes.
     pub fn fuses_rope_attention(&self, shape: AttnShape, step: &CudaStep) -> bool {
-        step.n_tokens == 1
-            && step.n_short_rows == 1
-            && !long_row(step)
-            && self
-                .kernels
-                .fuses_rope_attention(shape.n_heads, shape.n_kv_heads, shape.head_dim)
+        step.n_tokens >= 1
+            && step.n_short_rows == step.n_tokens
+            && step.seqs.len() == step.n_tokens
+            && step.seqs.iter().all(|s| s[1] == 1)
+            && !(step.n_tokens == 1 && long_row(step))
+            && self.kernels.fuses_rope_attention(
+                shape.n_heads,
+                shape.n_kv_heads,
+                shape.head_dim,
+                step.n_tokens,
+            )
     }
 
     /// `Backend::attention`.

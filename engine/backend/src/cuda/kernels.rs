@@ -89,13 +89,13 @@ pub struct Kernels {
     /// kernel).
     fp8_clusters: gemm_fp8::ClusterSlots,
     rope_write_kv: [CudaFunction; 2],
-    /// One row's rope_write_kv + decode attention + merge in one launch, `[group][cache][head_dim
-    /// 64, 128]` as `attn_decode_tc` (attention_decode_tc.cu), its arrival counters
-    /// (ROPE_ATTN_MAX_KV_HEADS, zeroed here; the kernel leaves them zero), and whether it is on
-    /// (HEARTH_ROPE_ATTN=0: off).
+    /// A decode step's rope_write_kv + decode attention + merge in one launch, `[group][cache]
+    /// [head_dim 64, 128]` as `attn_decode_tc` (attention_decode_tc.cu), its arrival counters
+    /// (a launch row's KV heads, zeroed here; the kernel leaves them zero), and the steps that
+    /// take it (HEARTH_ROPE_ATTN).
     attn_decode_tc_rope: [[[CudaFunction; 2]; 2]; 2],
     attn_arrivals: (CudaSlice<u32>, u64),
-    rope_attn_on: bool,
+    rope_attn: attention::RopeAttnSteps,
     moe_route: CudaFunction,
     moe_route_gemv: CudaFunction,
     /// moe_route_gemv's arrival counters, one a row (GEMV_MAX_ROWS), zeroed here; the kernel
@@ -332,11 +332,13 @@ impl Kernels {
             rope_write_kv: [f("rope_write_kv")?, f("rope_write_kv_fp8")?],
             attn_decode_tc_rope: decode_tc_variants(&f, "attn_decode_tc_rope")?,
             attn_arrivals: {
-                let b = stream.alloc_zeros::<u32>(attention::ROPE_ATTN_MAX_KV_HEADS)?;
+                let b = stream.alloc_zeros::<u32>(
+                    attention::DECODE_CHUNK_ROWS * attention::ROPE_ATTN_MAX_KV_HEADS,
+                )?;
                 let p = b.device_ptr(&stream).0;
                 (b, p)
             },
-            rope_attn_on: std::env::var("HEARTH_ROPE_ATTN").as_deref() != Ok("0"),
+            rope_attn: attention::RopeAttnSteps::from_env(),
             moe_route: f("moe_route")?,
             moe_route_gemv: f("moe_route_gemv")?,
             route_arrivals: {
@@ -402,7 +404,7 @@ impl Kernels {
                     )?;
                     k.attn_decode_tc_rope[g][c][h].set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        Self::decode_tc_rope_smem(hd, fp8) as i32,
+                        Self::decode_tc_rope_smem(hd, fp8, attention::ROPE_ATTN_MAX_GROUP) as i32,
                     )?;
                 }
             }

@@ -5,7 +5,7 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig};
 
-use super::{cfg, Kernels, RopeShape};
+use super::{cfg, Kernels, RopeShape, GEMV_MAX_ROWS};
 use crate::BackendError;
 
 /// Heads of `rope_write_kv` per block, a warp each (ROPE_HEADS_PER_BLOCK).
@@ -33,9 +33,9 @@ const DECODE_MERGE_WIDE_ROWS: usize = 8;
 pub(super) const DECODE_TC_WARPS: usize = 4;
 pub(super) const DECODE_TC_BK: usize = 16;
 
-/// Query heads per KV head, and KV heads, the one-launch batch-1 attention takes
-/// (DTC_MAX_GROUP; its arrival counters).
-const ROPE_ATTN_MAX_GROUP: usize = 16;
+/// Query heads per KV head, and KV heads, the one-launch decode attention takes
+/// (DTC_MAX_GROUP; its arrival counters, DECODE_CHUNK_ROWS of them a KV head).
+pub(super) const ROPE_ATTN_MAX_GROUP: usize = 16;
 pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 /// Keys up to which a row takes the one-launch attention. Its split merge runs in one block a KV
 /// head, where the merge kernel has a block a head: with splits of 128 keys, 32 splits cost more
@@ -43,6 +43,46 @@ pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 /// 2,048-token prompt +1%, after 8,192 -1%), so longer rows take the three kernels (a graph of
 /// their own at batch 1, `graph::GraphKey`). Not measured again since splits are 384 keys.
 pub const ROPE_ATTN_MAX_KEYS: usize = 4096;
+
+/// Launch rows up to which the one-launch decode attention's blocks take the shared memory of
+/// the largest GQA group (DTC_ROPE_SMEM(DTC_MAX_GROUP), 4 blocks an SM at head_dim 128) rather
+/// than their own group's (Qwen3-8B's 4 heads: 5 an SM). Few rows have few working blocks, and
+/// the smaller footprint packs them onto fewer SMs beside the kernel before (launched early by
+/// PDL); many rows need the fifth block. On a lent H200 (Qwen3-8B shape, fp8 weights and KV
+/// cache, in process, output tok/s against the three kernels in one command): the largest
+/// group's room gave tg128 +0.7% (bf16; its own group's -8.3%), 16 / 32 concurrent +3.5% /
+/// +1.9% (own +1.5% / +0.8%), 48 / 64 -0.6% / -0.6% (own +0.1% / +0.7%).
+const ROPE_ATTN_SPREAD_ROWS: usize = 32;
+
+/// The decode steps whose RoPE + cache write and attention run as one launch
+/// (HEARTH_ROPE_ATTN: `0` none, `all` every one; by default one row, and more rows than
+/// GEMV_MAX_ROWS). At 2-8 rows, where the o-projection is a GEMV, one launch lost on a lent
+/// H200 (2 concurrent -2.0%, 8 +0.5%; -5.3% / -1.4% with the smaller room), so those steps
+/// keep the three kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RopeAttnSteps {
+    None,
+    Default,
+    All,
+}
+
+impl RopeAttnSteps {
+    pub(super) fn from_env() -> Self {
+        match std::env::var("HEARTH_ROPE_ATTN").as_deref() {
+            Ok("0") => Self::None,
+            Ok("all") => Self::All,
+            _ => Self::Default,
+        }
+    }
+
+    fn takes(self, rows: usize) -> bool {
+        match self {
+            Self::None => false,
+            Self::Default => rows == 1 || rows > GEMV_MAX_ROWS,
+            Self::All => rows >= 1,
+        }
+    }
+}
 
 /// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
 const PREFILL_TC_BK: usize = 64;
@@ -88,76 +128,97 @@ impl Kernels {
         (DECODE_TC_WARPS * 2 * 2 * DECODE_TC_BK * row).max(merge)
     }
 
-    /// Dynamic shared memory of the one-launch batch-1 attention (attn_decode_tc_rope): the
-    /// decode kernel's, then the query heads and the key (DTC_ROPE_SMEM).
-    pub(super) fn decode_tc_rope_smem(hd: usize, fp8: bool) -> usize {
-        Self::decode_tc_smem(hd, fp8) + (ROPE_ATTN_MAX_GROUP + 1) * hd * 4
+    /// Dynamic shared memory of the one-launch decode attention (attn_decode_tc_rope) with room
+    /// for `group` query heads: the decode kernel's, then the query heads and the key
+    /// (DTC_ROPE_SMEM; the launch gives a larger group's room to few rows,
+    /// ROPE_ATTN_SPREAD_ROWS).
+    pub(super) fn decode_tc_rope_smem(hd: usize, fp8: bool, group: usize) -> usize {
+        Self::decode_tc_smem(hd, fp8) + (group + 1) * hd * 4
     }
 
-    /// Whether a step of one row runs its q/k norm + RoPE + cache write and its decode
-    /// attention (with the split merge) as one launch, `rope_attention_decode`: a head layout
-    /// the tensor-core decode kernel takes, and no weight ring (which records the three steps
-    /// itself). Off with HEARTH_ROPE_ATTN=0, to compare.
-    pub fn fuses_rope_attention(&self, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> bool {
-        self.rope_attn_on
+    /// Whether a decode step of `rows` rows runs its q/k norm + RoPE + cache write and its
+    /// decode attention (with the split merge) as one launch, `rope_attention_decode`: a head
+    /// layout the tensor-core decode kernel takes, no weight ring (which records the three steps
+    /// itself), and a row count `RopeAttnSteps` takes.
+    pub fn fuses_rope_attention(
+        &self,
+        n_heads: usize,
+        n_kv_heads: usize,
+        head_dim: usize,
+        rows: usize,
+    ) -> bool {
+        self.rope_attn.takes(rows)
             && self.ring.is_none()
             && Self::decode_tc_supports(n_heads, n_kv_heads, head_dim)
             && n_kv_heads <= ROPE_ATTN_MAX_KV_HEADS
     }
 
-    /// `rope_write_kv` (`r`, one row) then `attention_decode` (`a`) of that row, listed at `row`,
-    /// in one launch (attn_decode_tc_rope), with the same bits; `parts` is the split buffer.
-    /// The caller checked `fuses_rope_attention`.
+    /// `rope_write_kv` (`r`) then `attention_decode` (`a`) of the `r.rows` rows listed at
+    /// `rows`, each its own sequence's one new token, in launches of DECODE_CHUNK_ROWS rows
+    /// (attn_decode_tc_rope), with the same bits; `parts` is the split buffer. The caller
+    /// checked `fuses_rope_attention`.
     pub fn rope_attention_decode(
         &self,
         r: &RopeWriteLaunch,
         a: &AttnLaunch,
-        row: u64,
+        rows: u64,
         parts: u64,
     ) -> Result<(), BackendError> {
-        assert!(
-            r.rows == 1 && !a.out_bf16,
-            "rope_attention_decode: one row, f32 out"
-        );
         let [nh, nkv, _, bs] = a.layout();
         let (rd, neox) = (r.shape.rotary_dim as i32, i32::from(r.shape.neox));
         let acc = parts + Self::decode_ml_bytes(a.n_heads) as u64;
         let (kc, vc) = r.caches;
-        let c = LaunchConfig {
-            grid_dim: (1, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
-            block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
-            shared_mem_bytes: Self::decode_tc_rope_smem(a.head_dim, a.fp8) as u32,
-        };
-        launch!(
-            @fn self,
-            &self.attn_decode_tc_rope[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)],
-            c,
-            r.q,
-            r.k,
-            r.v,
-            r.norms.0,
-            r.norms.1,
-            r.eps,
-            r.positions,
-            r.inv_freq,
-            r.slots,
-            kc,
-            vc,
-            a.out,
-            parts,
-            acc,
-            self.attn_arrivals.1,
-            row,
-            a.tok_seq,
-            a.seq_info,
-            a.block_tables,
-            nh,
-            nkv,
-            bs,
-            a.scale,
-            rd,
-            neox
-        )
+        let ob = i32::from(a.out_bf16);
+        let f =
+            &self.attn_decode_tc_rope[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
+        for start in (0..r.rows).step_by(DECODE_CHUNK_ROWS) {
+            let n = (r.rows - start).min(DECODE_CHUNK_ROWS);
+            // Up to ROPE_ATTN_SPREAD_ROWS rows a block takes room for the largest group, past
+            // them room for its own.
+            let group = if n <= ROPE_ATTN_SPREAD_ROWS {
+                ROPE_ATTN_MAX_GROUP
+            } else {
+                a.n_heads / a.n_kv_heads
+            };
+            let chunk_rows = rows + 4 * start as u64;
+            let c = LaunchConfig {
+                grid_dim: (n as u32, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
+                block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
+                shared_mem_bytes: Self::decode_tc_rope_smem(a.head_dim, a.fp8, group) as u32,
+            };
+            launch!(
+                @fn self,
+                f,
+                c,
+                r.q,
+                r.k,
+                r.v,
+                r.norms.0,
+                r.norms.1,
+                r.eps,
+                r.positions,
+                r.inv_freq,
+                r.slots,
+                kc,
+                vc,
+                a.out,
+                ob,
+                parts,
+                acc,
+                self.attn_arrivals.1,
+                chunk_rows,
+                a.tok_seq,
+                a.seq_info,
+                a.block_tables,
+                nh,
+                nkv,
+                bs,
+                a.scale,
+                rd,
+                neox
+            )?;
+        }
+        Ok(())
     }
 
     /// Whether the tensor-core decode kernel handles this head layout (GQA groups of up to 16
