@@ -507,7 +507,7 @@ __device__ __forceinline__ void dtc_merge_group(const float2* __restrict__ part_
 // of the key, which it writes with the value into the cache), then the block above; of a row's
 // several splits, the block that finishes last merges them (dtc_merge_group). Three launches a
 // layer become one, with the bits of rope_write_kv + attn_decode_tc + attn_decode_merge, which
-// prefill chunks keep. Keys cached by earlier steps never depend on the kernel before, nor does
+// the steps that do not take it keep (prefill chunks, and the rows the launcher leaves out). Keys cached by earlier steps never depend on the kernel before, nor does
 // the step's metadata (copied before the graph), so a warp whose first tile does not hold this
 // step's key loads it before the wait. No block reads another row's new key: each row is its
 // own sequence's.
