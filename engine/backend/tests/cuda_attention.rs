@@ -421,18 +421,20 @@ fn split_decode_attention_matches_cpu_and_padding_rows_are_inert() {
     }
 }
 
-/// A decode step (every row its sequence's one new token) of one row or of more than 8 runs its
-/// q/k norm + RoPE + cache write and its decode attention as one launch (`rope_attention`), the
-/// splits of a row merged by the block that finishes last. For one split, two and many, bf16 and
-/// fp8 caches, GQA groups of 4, 16 and 3:
+/// A decode step (every row its sequence's one new token) runs its q/k norm + RoPE + cache write
+/// and its decode attention as one launch (`rope_attention`), the splits of a row merged by the
+/// block that finishes last. For one split, two and many, bf16 and fp8 caches, GQA groups of 4,
+/// 16 and 3:
 /// - three rows alone (one launch each, f32 out) run first, into cache slots nothing wrote yet;
 /// - then 70 rows padded to 80 (two launches of at most 64 rows, bf16 out for the o-projection's
 ///   GEMM), whose 67 other rows' keys nothing wrote yet either;
-/// - then the same step as `rope_write_kv` + `attention`, the three kernels.
+/// - then the same step as `rope_write_kv` + `attention`, the three kernels;
+/// - then the first three rows as a step of three (f32 out), one launch and the three kernels.
 ///
 /// A key the fused launch failed to write, or read before writing it, would change the bits.
-/// The 80-row step must have the three kernels' bits, the rows alone the same bits rounded to
-/// bf16, and the 80-row step must match the CPU: within 3e-2 with a bf16 cache; with an fp8 one
+/// The 80-row and 3-row steps must have the three kernels' bits, the rows alone the 3-row step's
+/// and those rounded to bf16 the 80-row step's, and the 80-row step must match the CPU: within
+/// 3e-2 with a bf16 cache; with an fp8 one
 /// within 6.5e-2, since the GPU stores each row's own key and value in e4m3 (half an ulp is
 /// 2^-4 of the value), where the CPU keeps them in bf16, and a row of one key sees only its own.
 #[test]
@@ -559,7 +561,7 @@ fn decode_rope_attention_matches_the_three_kernels() {
             batch.pad_decode(&[pad]);
             let step = gpu.begin_step(&batch);
             assert!(
-                pad == 1 || gpu.fuses_rope_attention(shape, &step),
+                gpu.fuses_rope_attention(shape, &step),
                 "a decode step of {pad} rows takes the one-launch path"
             );
             let (mut qg, mut kg1, vg) = (
@@ -587,6 +589,8 @@ fn decode_rope_attention_matches_the_three_kernels() {
         let all: Vec<usize> = (0..rows).collect();
         let fused = gpu_rows(&all, 80, true);
         let three = gpu_rows(&all, 80, false);
+        let few = gpu_rows(&[0, 1, 2], 3, true);
+        let few_three = gpu_rows(&[0, 1, 2], 3, false);
         let at = format!("head_dim {hd} heads {n_heads}/{n_kv} {}", dtype.name());
         let differ =
             |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits());
@@ -599,8 +603,17 @@ fn decode_rope_attention_matches_the_three_kernels() {
                 max_rel(f, t)
             );
         }
+        assert!(
+            !differ(&few, &few_three),
+            "{at}: a 3-row step fused differs from the three kernels (max rel {:.2e})",
+            max_rel(&few, &few_three)
+        );
         for (i, row) in alone.iter().enumerate() {
             let want = &fused[i * qh..(i + 1) * qh];
+            assert!(
+                !differ(row, &few[i * qh..(i + 1) * qh]),
+                "{at}: row {i} alone differs from its bits in a 3-row step"
+            );
             assert!(
                 !differ(&bf(row), want),
                 "{at}: row {i} ({} keys) alone differs from its bits in the batch (max rel \

@@ -91,11 +91,11 @@ pub struct Kernels {
     rope_write_kv: [CudaFunction; 2],
     /// A decode step's rope_write_kv + decode attention + merge in one launch, `[group][cache]
     /// [head_dim 64, 128]` as `attn_decode_tc` (attention_decode_tc.cu), its arrival counters
-    /// (a launch row's KV heads, zeroed here; the kernel leaves them zero), and the steps that
-    /// take it (HEARTH_ROPE_ATTN).
+    /// (a launch row's KV heads, zeroed here; the kernel leaves them zero), and whether decode
+    /// steps take it (HEARTH_ROPE_ATTN=0: off).
     attn_decode_tc_rope: [[[CudaFunction; 2]; 2]; 2],
     attn_arrivals: (CudaSlice<u32>, u64),
-    rope_attn: attention::RopeAttnSteps,
+    rope_attn_on: bool,
     moe_route: CudaFunction,
     moe_route_gemv: CudaFunction,
     /// moe_route_gemv's arrival counters, one a row (GEMV_MAX_ROWS), zeroed here; the kernel
@@ -338,7 +338,7 @@ impl Kernels {
                 let p = b.device_ptr(&stream).0;
                 (b, p)
             },
-            rope_attn: attention::RopeAttnSteps::from_env(),
+            rope_attn_on: attention::rope_attn_from_env(),
             moe_route: f("moe_route")?,
             moe_route_gemv: f("moe_route_gemv")?,
             route_arrivals: {
@@ -404,7 +404,7 @@ impl Kernels {
                     )?;
                     k.attn_decode_tc_rope[g][c][h].set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        Self::decode_tc_rope_smem(hd, fp8, attention::ROPE_ATTN_MAX_GROUP) as i32,
+                        Self::rope_attn_max_smem(hd, fp8) as i32,
                     )?;
                 }
             }

@@ -35,7 +35,7 @@ pub(super) const DECODE_TC_BK: usize = 16;
 
 /// Query heads per KV head, and KV heads, the one-launch decode attention takes
 /// (DTC_MAX_GROUP; its arrival counters, DECODE_CHUNK_ROWS of them a KV head).
-pub(super) const ROPE_ATTN_MAX_GROUP: usize = 16;
+const ROPE_ATTN_MAX_GROUP: usize = 16;
 pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 /// Keys up to which a row takes the one-launch attention. Its split merge runs in one block a KV
 /// head, where the merge kernel has a block a head: with splits of 128 keys, 32 splits cost more
@@ -44,44 +44,26 @@ pub(super) const ROPE_ATTN_MAX_KV_HEADS: usize = 256;
 /// their own at batch 1, `graph::GraphKey`). Not measured again since splits are 384 keys.
 pub const ROPE_ATTN_MAX_KEYS: usize = 4096;
 
-/// Launch rows up to which the one-launch decode attention's blocks take the shared memory of
-/// the largest GQA group (DTC_ROPE_SMEM(DTC_MAX_GROUP), 4 blocks an SM at head_dim 128) rather
-/// than their own group's (Qwen3-8B's 4 heads: 5 an SM). Few rows have few working blocks, and
-/// the smaller footprint packs them onto fewer SMs beside the kernel before (launched early by
-/// PDL); many rows need the fifth block. On a lent H200 (Qwen3-8B shape, fp8 weights and KV
-/// cache, in process, output tok/s against the three kernels in one command): the largest
-/// group's room gave tg128 +0.7% (bf16; its own group's -8.3%), 16 / 32 concurrent +3.5% /
-/// +1.9% (own +1.5% / +0.8%), 48 / 64 -0.6% / -0.6% (own +0.1% / +0.7%).
+/// The one-launch decode attention's shared memory a block by the rows of its launch, which sets
+/// how many blocks share an SM. Few rows have few working blocks, and a small footprint packs
+/// them onto few SMs beside the kernel before (launched early by PDL); many rows need every
+/// block an SM the registers allow. Measured on a lent H200 (Qwen3-8B shape, fp8 weights and KV
+/// cache, in process, output tok/s against the three kernels in one command, 2026-11-29):
+/// - up to GEMV_MAX_ROWS rows, ROPE_ATTN_FEW_ROWS_SMEM (2 blocks an SM on Hopper): 2 / 8
+///   concurrent +1.2% / +2.4% (the 16 heads' room below -1.9% / +0.5%, 115 KiB +1.7% / -2.3%);
+///   tg128 the same with 46, 80 or 115 KiB;
+/// - up to ROPE_ATTN_SPREAD_ROWS, room for the largest GQA group (DTC_MAX_GROUP: 4 blocks an SM
+///   at head_dim 128): 16 / 32 concurrent +3.5% / +1.9% (80 KiB -3.6% / -9.1% against it; the
+///   own group's room +1.5% / +0.8%);
+/// - past them, room for the block's own group (Qwen3-8B's 4 heads: 5 an SM): 48 / 64
+///   concurrent +0.1% / +0.7% (the 16 heads' room -0.6% / -0.6%).
+const ROPE_ATTN_FEW_ROWS_SMEM: usize = 80 * 1024;
 const ROPE_ATTN_SPREAD_ROWS: usize = 32;
 
-/// The decode steps whose RoPE + cache write and attention run as one launch
-/// (HEARTH_ROPE_ATTN: `0` none, `all` every one; by default one row, and more rows than
-/// GEMV_MAX_ROWS). At 2-8 rows, where the o-projection is a GEMV, one launch lost on a lent
-/// H200 (2 concurrent -2.0%, 8 +0.5%; -5.3% / -1.4% with the smaller room), so those steps
-/// keep the three kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RopeAttnSteps {
-    None,
-    Default,
-    All,
-}
-
-impl RopeAttnSteps {
-    pub(super) fn from_env() -> Self {
-        match std::env::var("HEARTH_ROPE_ATTN").as_deref() {
-            Ok("0") => Self::None,
-            Ok("all") => Self::All,
-            _ => Self::Default,
-        }
-    }
-
-    fn takes(self, rows: usize) -> bool {
-        match self {
-            Self::None => false,
-            Self::Default => rows == 1 || rows > GEMV_MAX_ROWS,
-            Self::All => rows >= 1,
-        }
-    }
+/// Whether decode steps run their RoPE + cache write and attention as one launch
+/// (HEARTH_ROPE_ATTN=0: the three kernels, to compare).
+pub(super) fn rope_attn_from_env() -> bool {
+    std::env::var("HEARTH_ROPE_ATTN").as_deref() != Ok("0")
 }
 
 /// Keys per shared-memory tile of the tensor-core prefill kernel (TC_BK).
@@ -130,16 +112,33 @@ impl Kernels {
 
     /// Dynamic shared memory of the one-launch decode attention (attn_decode_tc_rope) with room
     /// for `group` query heads: the decode kernel's, then the query heads and the key
-    /// (DTC_ROPE_SMEM; the launch gives a larger group's room to few rows,
-    /// ROPE_ATTN_SPREAD_ROWS).
-    pub(super) fn decode_tc_rope_smem(hd: usize, fp8: bool, group: usize) -> usize {
+    /// (DTC_ROPE_SMEM).
+    fn decode_tc_rope_smem(hd: usize, fp8: bool, group: usize) -> usize {
         Self::decode_tc_smem(hd, fp8) + (group + 1) * hd * 4
+    }
+
+    /// The most dynamic shared memory a one-launch decode attention block is given.
+    pub(super) fn rope_attn_max_smem(hd: usize, fp8: bool) -> usize {
+        Self::decode_tc_rope_smem(hd, fp8, ROPE_ATTN_MAX_GROUP).max(ROPE_ATTN_FEW_ROWS_SMEM)
+    }
+
+    /// The dynamic shared memory of a one-launch decode attention launch of `rows` rows: more
+    /// than its blocks use for few rows, so that fewer share an SM (ROPE_ATTN_SPREAD_ROWS).
+    fn rope_attn_smem(a: &AttnLaunch, rows: usize) -> usize {
+        let own = Self::decode_tc_rope_smem(a.head_dim, a.fp8, a.n_heads / a.n_kv_heads);
+        if rows <= GEMV_MAX_ROWS {
+            own.max(ROPE_ATTN_FEW_ROWS_SMEM)
+        } else if rows <= ROPE_ATTN_SPREAD_ROWS {
+            Self::decode_tc_rope_smem(a.head_dim, a.fp8, ROPE_ATTN_MAX_GROUP)
+        } else {
+            own
+        }
     }
 
     /// Whether a decode step of `rows` rows runs its q/k norm + RoPE + cache write and its
     /// decode attention (with the split merge) as one launch, `rope_attention_decode`: a head
     /// layout the tensor-core decode kernel takes, no weight ring (which records the three steps
-    /// itself), and a row count `RopeAttnSteps` takes.
+    /// itself), and not HEARTH_ROPE_ATTN=0.
     pub fn fuses_rope_attention(
         &self,
         n_heads: usize,
@@ -147,7 +146,8 @@ impl Kernels {
         head_dim: usize,
         rows: usize,
     ) -> bool {
-        self.rope_attn.takes(rows)
+        rows >= 1
+            && self.rope_attn_on
             && self.ring.is_none()
             && Self::decode_tc_supports(n_heads, n_kv_heads, head_dim)
             && n_kv_heads <= ROPE_ATTN_MAX_KV_HEADS
@@ -173,18 +173,11 @@ impl Kernels {
             &self.attn_decode_tc_rope[a.g16()][usize::from(a.fp8)][usize::from(a.head_dim == 128)];
         for start in (0..r.rows).step_by(DECODE_CHUNK_ROWS) {
             let n = (r.rows - start).min(DECODE_CHUNK_ROWS);
-            // Up to ROPE_ATTN_SPREAD_ROWS rows a block takes room for the largest group, past
-            // them room for its own.
-            let group = if n <= ROPE_ATTN_SPREAD_ROWS {
-                ROPE_ATTN_MAX_GROUP
-            } else {
-                a.n_heads / a.n_kv_heads
-            };
             let chunk_rows = rows + 4 * start as u64;
             let c = LaunchConfig {
                 grid_dim: (n as u32, a.n_kv_heads as u32, DECODE_MAX_SPLITS as u32),
                 block_dim: (32 * DECODE_TC_WARPS as u32, 1, 1),
-                shared_mem_bytes: Self::decode_tc_rope_smem(a.head_dim, a.fp8, group) as u32,
+                shared_mem_bytes: Self::rope_attn_smem(a, n) as u32,
             };
             launch!(
                 @fn self,
