@@ -43,7 +43,11 @@ fn linear_gemv_and_gemm_match_cpu() {
         let (bc, bg) = p.w("b", vec![n], &rand(n, 2));
         let x = rand(m * k, 3);
         // GEMM inputs are rounded to bf16 on the GPU past the GEMV rows.
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let xc = if m > gpu.gemv_rows() {
+            bf(&x)
+        } else {
+            x.clone()
+        };
         let mut oc = cpu.buf(0);
         cpu.linear(&xc, &vec![false; m], &wc, bias.then_some(&bc), &mut oc);
         gpu.begin_step(&batch(m));
@@ -76,7 +80,11 @@ fn linear_residual_matches_cpu() {
     ] {
         let (wc, wg) = p.w("w", vec![n, k], &rand(n * k, 50));
         let x = rand(m * k, 51);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let xc = if m > gpu.gemv_rows() {
+            bf(&x)
+        } else {
+            x.clone()
+        };
         let res = rand(m * n, 52);
         let mut rc = res.clone();
         gpu.begin_step(&batch(m));
@@ -123,7 +131,7 @@ fn gemv_rows_are_batch_invariant() {
             [o, r, q, kk, sw].map(|b| gpu.to_host(&b))
         };
         let alone = run(1);
-        for m in [2, 5, 8] {
+        for m in 2..=gpu.gemv_rows() {
             let batch = run(m);
             for (i, name) in ["linear", "residual", "q", "k", "swiglu"]
                 .iter()
@@ -187,7 +195,7 @@ fn folded_norms_match_the_norm_kernel() {
             // The CPU's norm and linears (GEMM inputs are bf16 past the GEMV rows).
             let mut hc = cpu.buf(0);
             cpu.rms_norm(&x[..m * k].to_vec(), &nc, 1e-6, &mut hc);
-            if m > 8 {
+            if m > gpu.gemv_rows() {
                 hc = bf(&hc);
             }
             let mut cpu_out = [cpu.buf(0), cpu.buf(0), cpu.buf(0), cpu.buf(0)];
@@ -195,7 +203,7 @@ fn folded_norms_match_the_norm_kernel() {
             let cb = Some([&bqc, &bkc, &bkc]);
             cpu.linear_qkv(&hc, &kinds, [&qc, &kc, &kc], cb, [cq, ck, cv]);
             cpu.linear_swiglu(&hc, &kinds, &qc, &qc, cs);
-            let unfolded = m > 8 || k % 8 != 0;
+            let unfolded = m > gpu.gemv_rows() || k % 8 != 0;
             for (i, name) in ["q", "k", "v", "swiglu"].iter().enumerate() {
                 let d = max_rel(&folded[i], &apart[i]);
                 let dc = max_rel(&folded[i], &cpu_out[i]);
@@ -208,12 +216,12 @@ fn folded_norms_match_the_norm_kernel() {
                 }
                 assert!(d < 1e-5, "{name} m={m} k={k}: folded vs apart {d}");
                 // Past the GEMV rows the GEMM's inputs are bf16 (as in `fused_qkv_and_swiglu_match_cpu`).
-                let tol = if m > 8 { 5e-3 } else { 1e-3 };
+                let tol = if m > gpu.gemv_rows() { 5e-3 } else { 1e-3 };
                 assert!(dc < tol, "{name} m={m} k={k}: folded vs cpu {dc}");
             }
             if m == 1 {
                 alone = folded.to_vec();
-            } else if m <= 8 {
+            } else if m <= gpu.gemv_rows() {
                 for (i, a) in alone.iter().enumerate() {
                     assert_eq!(
                         folded[i][..a.len()],
@@ -256,7 +264,11 @@ fn fused_qkv_and_swiglu_match_cpu() {
         let (bk, bkg) = p.w("bk", vec![nkv], &rand(nkv, 34));
         let (bv, bvg) = p.w("bv", vec![nkv], &rand(nkv, 35));
         let x = rand(m * k, 36);
-        let xc = if m > 8 { bf(&x) } else { x.clone() };
+        let xc = if m > gpu.gemv_rows() {
+            bf(&x)
+        } else {
+            x.clone()
+        };
         let kinds = vec![false; m];
         let (mut oc, mut okc, mut ovc) = (cpu.buf(0), cpu.buf(0), cpu.buf(0));
         cpu.linear_qkv(
@@ -310,7 +322,7 @@ fn fused_qkv_and_swiglu_match_cpu() {
         gpu.linear_swiglu(&xg, &kinds, &gg, &ug, &mut og);
         // Past the GEMV rows the fused GEMM writes gate and up in bf16, and the product is
         // written in bf16 for the down projection's GEMM.
-        let tolerance = if m > 8 { 8e-3 } else { 1e-3 };
+        let tolerance = if m > gpu.gemv_rows() { 8e-3 } else { 1e-3 };
         let d = max_rel(&gpu.to_host(&og), &oc);
         println!("linear_swiglu m={m} n={nq}: max rel diff {d:.2e}");
         assert!(d < tolerance, "linear_swiglu m={m}: {d}");

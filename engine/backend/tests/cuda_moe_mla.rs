@@ -99,7 +99,7 @@ fn moe_matches_cpu() {
         let shared_c: [_; 3] = sc.try_into().ok().unwrap();
         let shared_g: [_; 3] = sg.try_into().ok().unwrap();
         let sig = scoring == MoeScoring::Sigmoid;
-        // Decode batches up to 8 rows run as per-pair dot products, past that on tensor cores
+        // Decode batches up to `gemv_rows` run as per-pair dot products, past that on tensor cores
         // over each expert's pairs (moe_tc.cu; at 200 rows some experts take more than one
         // 32-pair pass; with HEARTH_MOE_DECODE=gemv, which run.sh's moe stage runs too, as dot
         // products); prefill past 16 rows as grouped GEMMs:
@@ -109,6 +109,7 @@ fn moe_matches_cpu() {
         // padded to the longest run.
         for (rows, prefill) in [
             (1, false),
+            (3, false),
             (5, false),
             (32, false),
             (200, false),
@@ -117,8 +118,12 @@ fn moe_matches_cpu() {
             (600, true),
         ] {
             let x = rand(rows * hidden, 3 + rows as u64);
-            // The GPU rounds matmul inputs to bf16 past 8 rows: the CPU gets the same x then.
-            let xc = if rows > 8 { bf(&x) } else { x.clone() };
+            // The GPU rounds matmul inputs to bf16 past the GEMV rows: the CPU gets the same x.
+            let xc = if rows > gpu.gemv_rows() {
+                bf(&x)
+            } else {
+                x.clone()
+            };
             let kinds = vec![prefill; rows];
             let lc = MoeLayer {
                 routing: &routing,
@@ -145,7 +150,7 @@ fn moe_matches_cpu() {
             println!("moe {scoring:?} top-{top_k} rows {rows}: max rel diff {d:.2e}");
             assert!(d < 1e-2, "moe {scoring:?} rows {rows}: {d}");
             // Decode rows come out the same alone as in the batch.
-            if !prefill && rows <= 8 {
+            if !prefill && rows <= gpu.gemv_rows() {
                 for r in 0..rows {
                     gpu.begin_step(&batch(1));
                     let mut o1 = gpu.buf(0);
@@ -177,7 +182,11 @@ fn linear_heads_matches_cpu() {
         let x = rand(rows * heads * k, 6);
         let kinds = vec![false; rows];
         // Past the GEMV rows the GPU runs a GEMM per head on bf16 inputs.
-        let xc = if rows > 8 { bf(&x) } else { x.clone() };
+        let xc = if rows > gpu.gemv_rows() {
+            bf(&x)
+        } else {
+            x.clone()
+        };
         let mut oc = cpu.buf(0);
         cpu.linear_heads(&xc, &kinds, &wc[0], heads, &mut oc);
         gpu.begin_step(&batch(rows));
@@ -302,7 +311,7 @@ fn mla_prep_matches_cpu() {
                 "latent",
                 gpu.to_host(&lg),
                 lc,
-                if rows > 8 { 8e-3 } else { 1e-5 },
+                if rows > gpu.gemv_rows() { 8e-3 } else { 1e-5 },
             ),
             ("q_rope", gpu.to_host(&qrg), qrc, 1e-5),
             ("k_rope", gpu.to_host(&krg), krc, 1e-5),

@@ -1,8 +1,8 @@
 //! `quantization: fp8`: the dense tiny checkpoints (tests/fixtures/tiny) loaded with their linear
 //! layers quantized to fp8 e4m3 with a scale a row. On the CPU (which computes on the
 //! dequantized values in f32) their logits stay within FP8_TOLERANCE of transformers' unquantized
-//! ones (relative to the largest logit), and move (the weights really are quantized); on CUDA (fp8 GEMVs, and past 8 rows the
-//! matrices dequantized to bf16 for cuBLASLt) they match the CPU's fp8 logits within bf16's
+//! ones (relative to the largest logit), and move (the weights really are quantized); on CUDA (fp8 GEMVs, and past their rows the
+//! fp8 matmuls) they match the CPU's fp8 logits within bf16's
 //! tolerance, for prefill and decode. MoE and MLA architectures are refused with an error that
 //! names what is supported.
 

@@ -80,7 +80,7 @@ fn greedy_matches_transformers_token_for_token() {
 }
 
 /// The same on CUDA (with the feature, where HEARTH_TEST_CUDA=1 says a GPU is there): Q4_1 is
-/// dequantized to bf16 and matmul inputs are bf16 past 8 rows, so a near-tie may part; the count
+/// dequantized to bf16 and matmul inputs are bf16 past the GEMV rows, so a near-tie may part; the count
 /// is printed and at least two of the three cases must match.
 #[cfg(feature = "cuda")]
 #[test]

@@ -2,7 +2,7 @@
 //! kernels (tensor-core, or CUDA-core for other head sizes) for the 64-row tiles of long chunks,
 //! and a decode step's RoPE + cache write + attention in one launch.
 
-use super::buffers::{matmul_input_bf16, CudaBuf, CudaKvCache};
+use super::buffers::{CudaBuf, CudaKvCache};
 use super::kernels::{AttnLaunch, Kernels, RopeShape, RopeWriteLaunch, ROPE_ATTN_MAX_KEYS};
 use super::weights::CudaWeight;
 use super::{CudaBackend, CudaStep};
@@ -88,7 +88,7 @@ impl CudaBackend {
         }
         let t0 = self.prof_begin();
         // As `attention_op`: bf16 where the o-projection is a GEMM.
-        let out_bf16 = matmul_input_bf16(step.n_tokens);
+        let out_bf16 = self.matmul_input_bf16(step.n_tokens);
         self.ensure_as(out, q.len, out_bf16);
         let a = Self::attn_launch(cache, p.layer, q, shape, step, (out.ptr, out_bf16));
         let r = self.rope_launch((q, k, v), p, cache, step).and_then(|rl| {
@@ -132,7 +132,7 @@ impl CudaBackend {
         // output in bf16, sparing it a conversion pass: the prefill tiles', and the decode
         // rows' and their split merge's where the rows take the tensor-core decode kernel.
         let rows = q.len / (shape.n_heads * shape.head_dim);
-        let out_bf16 = matmul_input_bf16(rows)
+        let out_bf16 = self.matmul_input_bf16(rows)
             && Kernels::tc_attention_supports(shape.head_dim)
             && (step.n_short_rows == 0
                 || Kernels::decode_tc_supports(shape.n_heads, shape.n_kv_heads, shape.head_dim));

@@ -3,12 +3,11 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::kernels::GEMV_MAX_ROWS;
 use crate::ops::{KvCacheSpec, KvDtype};
 
 /// An activation buffer in the step arena (see `arena`), valid until the next step: f32, or
-/// bf16 where it only feeds cuBLASLt matmuls (the output of a norm or a SiLU product over more
-/// than GEMV_MAX_ROWS rows), which saves the matmul a conversion pass. `to_host` gives f32
+/// bf16 where it only feeds matmuls (the output of a norm or a SiLU product over more rows than
+/// the GEMVs take, `CudaBackend::matmul_input_bf16`), which saves the matmul a conversion pass. `to_host` gives f32
 /// either way.
 #[derive(Debug, Clone, Copy)]
 pub struct CudaBuf {
@@ -29,12 +28,6 @@ impl CudaBuf {
         );
         self.ptr
     }
-}
-
-/// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
-/// cuBLASLt path's input type; the GEMV kernels read f32).
-pub(super) fn matmul_input_bf16(rows: usize) -> bool {
-    rows > GEMV_MAX_ROWS
 }
 
 /// The paged KV cache (bf16 or fp8 e4m3 elements), all layers in one K and one V allocation.

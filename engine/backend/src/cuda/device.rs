@@ -13,6 +13,20 @@ use super::gemm::Gemm;
 use super::graph::DecodeGraphs;
 use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS, W8A8_AFTER_ROWS};
 use super::{step, CudaBackend, State};
+
+/// Decode rows up to which the matmuls take the GEMV kernels (each row's products on the CUDA
+/// cores, reading the weights once for all rows); more take the tensor-core matmuls
+/// (gemm_fp8_tma, cuBLASLt, moe_tc). The GEMVs grow instruction-bound with the rows. On a lent
+/// H200 (fp8 KV cache, in process, 1,000-token prompts, output tok/s, one command a model,
+/// 2026-11-29), GEMVs against matmuls at:
+/// - Qwen3-8B shape, fp8 weights: 2 rows 546 / 450, 3 rows 707 / 704, 4 rows 884 / 945, 8 rows
+///   1,211 / 1,848; bf16 weights: 417 / 383, 573 / 571, 715 / 763, 1,070 / 1,439;
+/// - GLM-4.7-Flash shape (MoE on dot products against moe_tc, MLA absorbed against not): 4 rows
+///   468 / 429, 8 rows 571 / 645.
+///
+/// So 4: no batch size measured is slower than with the GEMVs up to 8 rows, where 8 rows gain
+/// 35-52%. (Dense models alone would gain ~7% more at 4 rows with 3.)
+const GEMV_ROWS: usize = 4;
 use crate::BackendError;
 
 /// Device facts for the startup log and the memory planner.
@@ -72,6 +86,11 @@ impl CudaBackend {
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(default_after)
             .clamp(GEMV_MAX_ROWS, FP8_GEMM_MAX_ROWS);
+        let gemv_rows = std::env::var("HEARTH_GEMV_ROWS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(GEMV_ROWS)
+            .clamp(1, GEMV_MAX_ROWS);
         let state = State {
             arena: Arena::new(stream.clone()),
             gemm,
@@ -102,12 +121,20 @@ impl CudaBackend {
             device_name,
             w8a8,
             w8a8_after,
+            gemv_rows,
             w8a8_path,
             state: Mutex::new(state),
             graphs_allowed,
             graphs: std::sync::atomic::AtomicBool::new(false),
             profile,
         })
+    }
+
+    /// The rows up to which decode matmuls take the GEMV kernels (`GEMV_ROWS`, or
+    /// HEARTH_GEMV_ROWS within 1..=GEMV_MAX_ROWS); more rows take the matmuls. A row's bits are
+    /// the same in every batch on one side of it.
+    pub fn gemv_rows(&self) -> usize {
+        self.gemv_rows
     }
 
     /// The rows past which fp8 matrices run as W8A8 (activations quantized to e4m3 a row at a

@@ -1,4 +1,4 @@
-//! The linear ops: GEMV kernels up to GEMV_MAX_ROWS rows, matmuls past them (`weight_gemm`),
+//! The linear ops: GEMV kernels up to `gemv_rows` rows, matmuls past them (`weight_gemm`),
 //! with the fused Q/K/V and gate/up forms (one read of weights stored back to back), and those
 //! two GEMVs taking the RMS norm before them (folded into one-row launches, through
 //! gemv_norm_stats for more). bf16 matmuls are cuBLASLt's; fp8 matrices take the fp8 GEMVs,
@@ -9,7 +9,7 @@
 
 use super::buffers::CudaBuf;
 use super::gemm::Out;
-use super::kernels::{GemvNorm, GEMV_MAX_ROWS};
+use super::kernels::GemvNorm;
 use super::weights::{contiguous, CudaWeight};
 use super::CudaBackend;
 use crate::Backend;
@@ -76,7 +76,7 @@ impl CudaBackend {
             out.ptr
         };
         let bias_ptr = bias.map_or(0, |b| b.ptr());
-        let r = if m <= GEMV_MAX_ROWS {
+        let r = if self.gemv_takes(m) {
             let xp = x.f32("linear (gemv)");
             self.kernels
                 .gemv((ptr, scales), xp, bias_ptr, y, (m, n, k), add)
@@ -88,7 +88,7 @@ impl CudaBackend {
                     None => Ok(()),
                 })
         };
-        let op = match (m <= GEMV_MAX_ROWS, prefill.iter().any(|p| *p)) {
+        let op = match (self.gemv_takes(m), prefill.iter().any(|p| *p)) {
             (true, _) => "linear (gemv)",
             (false, true) => "linear (matmul, prefill)",
             (false, false) => "linear (matmul, decode)",
@@ -114,7 +114,7 @@ impl CudaBackend {
         });
         let k = shapes[0].2;
         let same_k = shapes.iter().all(|s| s.2 == k);
-        let fused = m > GEMV_MAX_ROWS && m <= FUSED_QKV_MAX_ROWS;
+        let fused = !self.gemv_takes(m) && m <= FUSED_QKV_MAX_ROWS;
         if let (true, Some((w, n, _))) = (fused, contiguous(&ws)) {
             // One GEMM over the three matrices stored back to back, then split.
             let t0 = self.prof_begin();
@@ -142,7 +142,7 @@ impl CudaBackend {
                 .and_then(|f| self.kernels.split_qkv(f, dst, m));
             return self.finish("linear qkv (matmul, fused)", t0, r);
         }
-        if m > GEMV_MAX_ROWS || !same_k {
+        if !self.gemv_takes(m) || !same_k {
             for (i, out) in outs.into_iter().enumerate() {
                 self.linear_op(x, prefill, ws[i], biases.map(|b| b[i]), out);
             }
@@ -165,7 +165,7 @@ impl CudaBackend {
         let m = prefill.len();
         let k = norm.1.len();
         let same_k = ws.iter().all(|w| w.matrix().is_some_and(|s| s.2 == k));
-        if (1..=GEMV_MAX_ROWS).contains(&m) && same_k && self.kernels.folds_norm(k) {
+        if m >= 1 && self.gemv_takes(m) && same_k && self.kernels.folds_norm(k) {
             let (x, g) = self.gemv_norm(norm, h, m);
             return self.qkv_gemv(x, m, ws, biases, outs, g);
         }
@@ -195,7 +195,7 @@ impl CudaBackend {
         (h, g)
     }
 
-    /// Q, K and V (all of x's width) for m <= GEMV_MAX_ROWS rows in one gemv3 launch.
+    /// Q, K and V (all of x's width) for the GEMVs' m rows in one gemv3 launch.
     fn qkv_gemv(
         &self,
         x: &CudaBuf,
@@ -226,7 +226,7 @@ impl CudaBackend {
         self.finish(op, t0, r);
     }
 
-    /// `Backend::linear_pair`: up to GEMV_MAX_ROWS rows, one gemv3 launch with two matrices.
+    /// `Backend::linear_pair`: the GEMVs' rows, one gemv3 launch with two matrices.
     pub(super) fn linear_pair_op(
         &self,
         x: &CudaBuf,
@@ -236,7 +236,7 @@ impl CudaBackend {
     ) {
         let m = prefill.len();
         let shapes = ws.map(|w| w.matrix().expect("linear weight must be a matrix"));
-        if m == 0 || m > GEMV_MAX_ROWS || shapes[0].2 != shapes[1].2 {
+        if m == 0 || !self.gemv_takes(m) || shapes[0].2 != shapes[1].2 {
             for (w, out) in ws.into_iter().zip(outs) {
                 self.linear_op(x, prefill, w, None, out);
             }
@@ -281,7 +281,7 @@ impl CudaBackend {
         else {
             panic!("linear weight must be a matrix");
         };
-        if let (true, Some((w, n2, _))) = (m > GEMV_MAX_ROWS, contiguous(&[gate, up])) {
+        if let (true, Some((w, n2, _))) = (!self.gemv_takes(m), contiguous(&[gate, up])) {
             // One GEMM over gate and up stored back to back.
             let t0 = self.prof_begin();
             self.ensure_as(out, m * n, true);
@@ -306,7 +306,7 @@ impl CudaBackend {
                 });
             return self.finish("linear swiglu (matmul, fused)", t0, r);
         }
-        if m > GEMV_MAX_ROWS {
+        if !self.gemv_takes(m) {
             // Gate and up stored apart: two GEMMs into the halves of the fused scratch.
             let t0 = self.prof_begin();
             self.ensure_as(out, m * n, true);
@@ -336,7 +336,7 @@ impl CudaBackend {
         let same_k = [gate, up]
             .iter()
             .all(|w| w.matrix().is_some_and(|s| s.2 == k));
-        if (1..=GEMV_MAX_ROWS).contains(&m) && same_k && self.kernels.folds_norm(k) {
+        if m >= 1 && self.gemv_takes(m) && same_k && self.kernels.folds_norm(k) {
             let (x, g) = self.gemv_norm(norm, h, m);
             return self.swiglu_gemv(x, m, (gate, up), out, g);
         }
@@ -344,7 +344,7 @@ impl CudaBackend {
         self.linear_swiglu_op(h, prefill, gate, up, out);
     }
 
-    /// silu(x . gate^T) * (x . up^T) for m <= GEMV_MAX_ROWS rows in one launch.
+    /// silu(x . gate^T) * (x . up^T) for the GEMVs' m rows in one launch.
     fn swiglu_gemv(
         &self,
         x: &CudaBuf,

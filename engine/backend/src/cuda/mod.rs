@@ -6,8 +6,9 @@
 //! dynamic loading), so the same binary runs on machines without a GPU; `CudaBackend::probe`
 //! (in `device`, with the backend's construction and memory facts) says whether one is usable.
 //!
-//! Row kinds: rows of a `linear` with at most `GEMV_MAX_ROWS` rows take the GEMV kernels, whose
-//! per-row arithmetic does not depend on the row count; larger batches take cuBLASLt.
+//! Row kinds: rows of a `linear` with at most `gemv_rows` rows (`GEMV_ROWS` in `device`) take the
+//! GEMV kernels, whose per-row arithmetic does not depend on the row count; larger batches take
+//! the matmuls (cuBLASLt, gemm_fp8).
 //!
 //! Decode steps of the sizes in `DECODE_BATCH_SIZES` run as CUDA graphs (see `graph`);
 //! HEARTH_CUDA_GRAPHS=0 turns them off.
@@ -39,7 +40,6 @@ use crate::ops::{
 };
 use crate::{BackendError, HostWeight};
 use arena::Arena;
-use buffers::matmul_input_bf16;
 pub use buffers::{CudaBuf, CudaKvCache};
 pub use device::CudaDeviceInfo;
 use gemm::{Fp8Scales, Gemm};
@@ -98,6 +98,8 @@ pub struct CudaBackend {
     w8a8: Option<Fp8Scales>,
     /// Rows past which W8A8 runs, where it does (see device.rs).
     w8a8_after: usize,
+    /// Rows up to which decode matmuls take the GEMV kernels (see device.rs).
+    gemv_rows: usize,
     /// `Gemm::w8a8_path`, for the startup log.
     w8a8_path: String,
     // The Backend trait's ops take &self (models share one backend); the engine thread is the
@@ -130,6 +132,18 @@ impl Drop for CudaBackend {
 }
 
 impl CudaBackend {
+    /// Whether a matmul over `rows` rows runs on the GEMV kernels (each row's products on the
+    /// CUDA cores, a row's bits the same at every row count they take) rather than a matmul.
+    fn gemv_takes(&self, rows: usize) -> bool {
+        rows <= self.gemv_rows
+    }
+
+    /// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
+    /// matmuls' input type; the GEMV kernels read f32).
+    fn matmul_input_bf16(&self, rows: usize) -> bool {
+        !self.gemv_takes(rows)
+    }
+
     /// The size of a decode graph step this batch is, if graphs are on and it is one.
     fn graph_size(&self, b: &ForwardBatch) -> Option<usize> {
         let n = b.tokens.len();
@@ -563,7 +577,7 @@ impl Backend for CudaBackend {
         let t0 = self.prof_begin();
         let n = w.len();
         let rows = x.len / n;
-        self.ensure_as(out, x.len, matmul_input_bf16(rows));
+        self.ensure_as(out, x.len, self.matmul_input_bf16(rows));
         let r = self.kernels.rms_norm(
             (x.f32("rms_norm"), w.ptr(), out.ptr),
             (rows, n),
@@ -584,7 +598,7 @@ impl Backend for CudaBackend {
         let t0 = self.prof_begin();
         let n = w.len();
         let rows = x.len / n;
-        self.ensure_as(out, x.len, matmul_input_bf16(rows));
+        self.ensure_as(out, x.len, self.matmul_input_bf16(rows));
         let ptrs = (
             residual.f32("add_rms_norm"),
             x.f32("add_rms_norm"),
@@ -772,7 +786,11 @@ impl Backend for CudaBackend {
     fn gather_logits_rows(&self, x: &CudaBuf, cols: usize, step: &CudaStep, out: &mut CudaBuf) {
         let t0 = self.prof_begin();
         // The gathered rows feed the head's matmul: bf16 for cuBLASLt, f32 for the GEMV.
-        self.ensure_as(out, step.n_logits * cols, matmul_input_bf16(step.n_logits));
+        self.ensure_as(
+            out,
+            step.n_logits * cols,
+            self.matmul_input_bf16(step.n_logits),
+        );
         if step.n_logits == 0 {
             return self.finish("gather_rows", t0, Ok(()));
         }

@@ -1,12 +1,10 @@
 //! The mixture-of-experts and MLA ops on CUDA: their buffers and checks around the kernels of
 //! moe.cu, moe_gemm.cu, mla.cu and mla_tc.cu (launchers in kernels/moe_mla.rs).
 
-use super::buffers::matmul_input_bf16;
 use super::gemm::Out;
 use super::kernels::{
     norm_threads, MlaAbsorb, MlaLaunch, MlaPrepLaunch, MoeLaunch, MoeShape, RopeShape,
-    GEMV_MAX_ROWS, MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS,
-    MOE_MAX_TOPK,
+    MLA_MAX_RANK, MLA_TC_SHAPE, MOE_GEMM_ROWS, MOE_MAX_EXPERTS, MOE_MAX_GROUPS, MOE_MAX_TOPK,
 };
 use super::weights::contiguous;
 use super::{CudaBackend, CudaBuf, CudaKvCache, CudaStep, CudaWeight};
@@ -99,11 +97,11 @@ impl CudaBackend {
         let grouped = rows > MOE_GEMV_MAX_ROWS && prefill.iter().any(|&p| p);
         // Decode batches past the GEMV rows (within which results are batch-invariant) run on
         // tensor cores over each expert's pairs (moe_tc.cu).
-        let tc = !grouped && rows > GEMV_MAX_ROWS && self.kernels.moe_tc_fits(hidden, inter);
-        // Up to GEMV_MAX_ROWS rows (x read in f32 like the GEMVs; past that matmuls round it to
+        let tc = !grouped && !self.gemv_takes(rows) && self.kernels.moe_tc_fits(hidden, inter);
+        // Up to the GEMV rows (x read in f32 like the GEMVs; past that matmuls round it to
         // bf16), the dot-product path computes small routers' logits in its routing launch and
         // folds a shared expert as wide as the routed ones into its two launches.
-        let small = !grouped && !tc && rows <= GEMV_MAX_ROWS;
+        let small = !grouped && !tc && self.gemv_takes(rows);
         let fold = small && shared_inter == inter;
         let pairs = rows * k;
         let act_rows = pairs + if fold { rows } else { 0 };
@@ -331,7 +329,7 @@ impl CudaBackend {
         let n = wr / n_heads;
         debug_assert_eq!(x.len, rows * n_heads * k);
         self.ensure(out, rows * n_heads * n);
-        if rows <= GEMV_MAX_ROWS {
+        if self.gemv_takes(rows) {
             let r = self
                 .kernels
                 .linear_heads((x.f32("linear_heads"), wp, out.ptr), (rows, n_heads, n, k));
@@ -402,10 +400,10 @@ impl CudaBackend {
             (cache.spec.head_dim - rank, k_rope.len / rows.max(1)),
             "mla_prep: the rotary key fills the cache row past the latent"
         );
-        self.ensure_as(latent, k.len, matmul_input_bf16(rows));
+        self.ensure_as(latent, k.len, self.matmul_input_bf16(rows));
         // Decode rows take the absorbed query's dot products in the same launch.
         let (wp, wr, nope) = w_uk.matrix().expect("mla_prep: W_UK must be a matrix");
-        let absorb = (rows <= GEMV_MAX_ROWS
+        let absorb = (self.gemv_takes(rows)
             && !q_nope.bf16
             && wr == n_heads * rank
             && norm_threads(rank) <= 256)
@@ -468,7 +466,7 @@ impl CudaBackend {
     ) {
         let rows = step.n_tokens;
         let fused = self.kernels.merges_uv()
-            && rows <= GEMV_MAX_ROWS
+            && self.gemv_takes(rows)
             && (shape.kv_lora_rank, shape.rope_dim) == MLA_TC_SHAPE
             && step.seqs.iter().all(|s| s[1] < MLA_GEMM_MIN_QUERIES);
         match w_uv.matrix() {

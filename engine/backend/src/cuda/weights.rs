@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 
-use super::kernels::{FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS};
+use super::kernels::FP8_GEMM_MAX_ROWS;
 use super::{upload, CudaBackend};
 use crate::{BackendError, GgmlType, HostWeight, WeightData};
 
@@ -279,8 +279,9 @@ impl CudaBackend {
                 fp8_scales: Some(_),
                 ..
             } => format!(
-                "fp8 e4m3, a scale a row: gemv kernel (<= {GEMV_MAX_ROWS} rows), {} \
-                 (<= {} rows), {} (more rows)",
+                "fp8 e4m3, a scale a row: gemv kernel (<= {} rows), {} (<= {} rows), {} \
+                 (more rows)",
+                self.gemv_rows,
                 self.kernels.fp8_gemm_kernel(),
                 if self.w8a8.is_some() {
                     self.w8a8_after
@@ -290,12 +291,13 @@ impl CudaBackend {
                 self.w8a8_path
             ),
             CudaWeight::Matrix { .. } => format!(
-                "bf16: {}gemv kernel (<= {GEMV_MAX_ROWS} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
+                "bf16: {}gemv kernel (<= {} rows), cuBLASLt bf16 x bf16 -> f32 (more rows)",
                 if self.kernels.ring_launches().is_some() {
                     "weight ring (1-row decode graph, HEARTH_RING_DECODE=1), "
                 } else {
                     ""
-                }
+                },
+                self.gemv_rows
             ),
             CudaWeight::Vector { .. } => "f32 vector".into(),
         }
