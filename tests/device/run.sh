@@ -133,6 +133,7 @@ t() { local name=$1; shift; local s=$(date +%s.%N); "$@" > "$OUT/$name.txt" 2>&1
 # logits vs transformers on the same fp8 values (0.08: measured 5.3% / 4.5%).
 fp8_checks() {
     HEARTH_TEST_CUDA=1 t cuda_fp8 "$B/cuda_fp8" --nocapture --test-threads=1
+    HEARTH_GEMV_ROWS=8 HEARTH_TEST_CUDA=1 t cuda_fp8_gemv8 "$B/cuda_fp8" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_fp8" --test-threads=1
     # W8A8 with the scales applied by a pass (cuBLASLt before 12.9, as the CUDA 12.8 image's),
     # and gemm_fp8 and its epilogues up to 128 rows (W8A8 from 129, as without gemm_fp8_tma).
@@ -158,12 +159,15 @@ ops)
     for b in cuda_ops cuda_attention cuda_linear hf_reference; do
         [ -e "$B/$b" ] || { echo "ops: $b not packed" | tee -a "$OUT/summary.txt"; continue; }
         HEARTH_TEST_CUDA=1 t "$b" "$B/$b" --nocapture --test-threads=1
+        # The GEMV kernels' 5-8 row forms, which decode takes only with HEARTH_GEMV_ROWS past 4.
+        [ "$b" = cuda_linear ] && HEARTH_GEMV_ROWS=8 HEARTH_TEST_CUDA=1 t cuda_linear_gemv8 "$B/$b" --nocapture --test-threads=1
         [ "$b" = hf_reference ] && continue
         HEARTH_TEST_CUDA=1 t "memcheck_$b" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/$b" --test-threads=1
     done
     ;;
 linear)
     HEARTH_TEST_CUDA=1 t cuda_linear "$B/cuda_linear" --nocapture --test-threads=1
+    HEARTH_GEMV_ROWS=8 HEARTH_TEST_CUDA=1 t cuda_linear_gemv8 "$B/cuda_linear" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t hf_reference "$B/hf_reference" --nocapture --test-threads=1
     HEARTH_TEST_CUDA=1 t memcheck_linear compute-sanitizer --tool memcheck --error-exitcode 9 "$B/cuda_linear" --test-threads=1
     ;;

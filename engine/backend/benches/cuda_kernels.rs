@@ -369,7 +369,7 @@ mod bench {
             // residual and x read, residual written (f32), h written (bf16 past the GEMV rows).
             report(
                 "add_rms_norm",
-                m * HIDDEN * (12 + if m > 8 { 2 } else { 4 }),
+                m * HIDDEN * (12 + if m > gpu.gemv_rows() { 2 } else { 4 }),
                 t,
             );
             let g = gpu.buf_from_host(&rand(m * INTER, 15));

@@ -550,69 +550,79 @@ fn mla_attention_uv_is_the_two_ops() {
         let s = gpu.begin_step(&all);
         let (lat_g, kr_g) = (gpu.buf_from_host(&lat), gpu.buf_from_host(&kr));
         gpu.write_latent(&mut kg, 1, &lat_g, &kr_g, &s);
-        // One decode row a sequence (the cache holds its key already), then a padding row.
-        let real = contexts.len();
-        let mut step = ForwardBatch {
-            tokens: vec![0; real],
-            positions: contexts.iter().map(|&c| c as u32 - 1).collect(),
-            attn: AttnMetadata {
-                seqs: (0..real)
-                    .map(|i| SeqAttn {
-                        query_start: i,
-                        query_len: 1,
-                        context_len: contexts[i],
-                        block_table: tables[i].clone(),
-                    })
-                    .collect(),
-                prefill: vec![false; real],
-                slot_mapping: vec![NO_SLOT; real],
-            },
-            logits_rows: vec![0],
-        };
-        let cpu_step = step.clone();
-        step.tokens.push(0);
-        step.positions.push(0);
-        step.attn.seqs.push(SeqAttn {
-            query_start: real,
-            query_len: 1,
-            context_len: 0,
-            block_table: vec![],
-        });
-        step.attn.prefill.push(false);
-        step.attn.slot_mapping.push(NO_SLOT);
-        let rows = real + 1;
-        let q_lat = rand(rows * heads * rank, 62);
-        let q_rope = rand(rows * heads * rope, 63);
-        let (ql, qr) = (gpu.buf_from_host(&q_lat), gpu.buf_from_host(&q_rope));
-        let kinds = vec![false; rows];
-        let sg = gpu.begin_step(&step);
-        let (mut attn, mut apart) = (gpu.buf(0), gpu.buf(0));
-        gpu.mla_attention(&kg, 1, &ql, &qr, shape, &sg, &mut attn);
-        gpu.linear_heads(&attn, &kinds, &wg[0], heads, &mut apart);
-        let mut fused = gpu.buf(0);
-        let bufs = (&mut gpu.buf(0), &mut fused);
-        gpu.mla_attention_uv(&kg, 1, (&ql, &qr), shape, (&sg, &kinds), &wg[0], bufs);
-        let (apart, fused) = (gpu.to_host(&apart), gpu.to_host(&fused));
-        let same = apart
-            .iter()
-            .zip(&fused)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
-        assert_eq!(fused.len(), rows * heads * v_dim);
-        assert!(same, "{}: the fused launch changed the bits", dtype.name());
-        let (got, pad) = fused.split_at(real * heads * v_dim);
-        assert!(pad.iter().all(|&v| v == 0.0), "padding row output");
+        // One decode row a sequence (the cache holds its key already), then a padding row: as
+        // many sequences a step as keep it within the GEMV rows, where the split merge runs
+        // inside W_UV's launch.
+        let ids: Vec<usize> = (0..contexts.len()).collect();
+        for seqs in ids.chunks(gpu.gemv_rows().saturating_sub(1).max(1)) {
+            let real = seqs.len();
+            let mut step = ForwardBatch {
+                tokens: vec![0; real],
+                positions: seqs.iter().map(|&i| contexts[i] as u32 - 1).collect(),
+                attn: AttnMetadata {
+                    seqs: seqs
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &i)| SeqAttn {
+                            query_start: j,
+                            query_len: 1,
+                            context_len: contexts[i],
+                            block_table: tables[i].clone(),
+                        })
+                        .collect(),
+                    prefill: vec![false; real],
+                    slot_mapping: vec![NO_SLOT; real],
+                },
+                logits_rows: vec![0],
+            };
+            let cpu_step = step.clone();
+            step.tokens.push(0);
+            step.positions.push(0);
+            step.attn.seqs.push(SeqAttn {
+                query_start: real,
+                query_len: 1,
+                context_len: 0,
+                block_table: vec![],
+            });
+            step.attn.prefill.push(false);
+            step.attn.slot_mapping.push(NO_SLOT);
+            let rows = real + 1;
+            let q_lat = rand(rows * heads * rank, 62);
+            let q_rope = rand(rows * heads * rope, 63);
+            let (ql, qr) = (gpu.buf_from_host(&q_lat), gpu.buf_from_host(&q_rope));
+            let kinds = vec![false; rows];
+            let sg = gpu.begin_step(&step);
+            let (mut attn, mut apart) = (gpu.buf(0), gpu.buf(0));
+            gpu.mla_attention(&kg, 1, &ql, &qr, shape, &sg, &mut attn);
+            gpu.linear_heads(&attn, &kinds, &wg[0], heads, &mut apart);
+            let mut fused = gpu.buf(0);
+            let bufs = (&mut gpu.buf(0), &mut fused);
+            gpu.mla_attention_uv(&kg, 1, (&ql, &qr), shape, (&sg, &kinds), &wg[0], bufs);
+            let (apart, fused) = (gpu.to_host(&apart), gpu.to_host(&fused));
+            let same = apart
+                .iter()
+                .zip(&fused)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert_eq!(fused.len(), rows * heads * v_dim);
+            assert!(same, "{}: the fused launch changed the bits", dtype.name());
+            let (got, pad) = fused.split_at(real * heads * v_dim);
+            assert!(pad.iter().all(|&v| v == 0.0), "padding row output");
 
-        let sc = cpu.begin_step(&cpu_step);
-        let mut oc = cpu.buf(0);
-        let bufs = (&mut cpu.buf(0), &mut oc);
-        let q = (
-            &q_lat[..real * heads * rank].to_vec(),
-            &q_rope[..real * heads * rope].to_vec(),
-        );
-        cpu.mla_attention_uv(&kc, 1, q, shape, (&sc, &kinds[..real]), &wc[0], bufs);
-        let d = max_rel(got, &oc);
-        println!("mla_attention_uv {}: max rel diff {d:.2e}", dtype.name());
-        let tolerance = if dtype == KvDtype::Bf16 { 2e-2 } else { 8e-2 };
-        assert!(d < tolerance, "mla_attention_uv {}: {d}", dtype.name());
+            let sc = cpu.begin_step(&cpu_step);
+            let mut oc = cpu.buf(0);
+            let bufs = (&mut cpu.buf(0), &mut oc);
+            let q = (
+                &q_lat[..real * heads * rank].to_vec(),
+                &q_rope[..real * heads * rope].to_vec(),
+            );
+            cpu.mla_attention_uv(&kc, 1, q, shape, (&sc, &kinds[..real]), &wc[0], bufs);
+            let d = max_rel(got, &oc);
+            println!(
+                "mla_attention_uv {} {seqs:?}: max rel diff {d:.2e}",
+                dtype.name()
+            );
+            let tolerance = if dtype == KvDtype::Bf16 { 2e-2 } else { 8e-2 };
+            assert!(d < tolerance, "mla_attention_uv {}: {d}", dtype.name());
+        }
     }
 }

@@ -200,7 +200,9 @@ fn norms_rope_silu_embedding_gather_match_cpu() {
         cpu: &cpu,
         gpu: &gpu,
     };
-    let (rows, n) = (5, 96);
+    // Rows the GEMVs take, so the norms write f32 (past them bf16 for the matmuls: 8e-3).
+    let (rows, n) = (3, 96);
+    let tol = if rows > gpu.gemv_rows() { 8e-3 } else { 1e-5 };
     let b = batch(rows);
     let sc = cpu.begin_step(&b);
     let sg = gpu.begin_step(&b);
@@ -211,13 +213,13 @@ fn norms_rope_silu_embedding_gather_match_cpu() {
     cpu.rms_norm(&x, &wc, 1e-6, &mut oc);
     let mut og = gpu.buf(0);
     gpu.rms_norm(&upload(&gpu, &x), &wg, 1e-6, &mut og);
-    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-5, "rms_norm");
+    assert!(max_rel(&gpu.to_host(&og), &oc) < tol, "rms_norm");
 
     let r = rand(rows * n, 6);
     let (mut rc, mut rg) = (r.clone(), upload(&gpu, &r));
     cpu.add_rms_norm(&mut rc, &x, &wc, 1e-6, &mut oc);
     gpu.add_rms_norm(&mut rg, &upload(&gpu, &x), &wg, 1e-6, &mut og);
-    assert!(max_rel(&gpu.to_host(&og), &oc) < 1e-5, "add_rms_norm out");
+    assert!(max_rel(&gpu.to_host(&og), &oc) < tol, "add_rms_norm out");
     assert!(
         max_rel(&gpu.to_host(&rg), &rc) < 1e-6,
         "add_rms_norm residual"

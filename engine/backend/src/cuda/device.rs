@@ -14,20 +14,22 @@ use super::graph::DecodeGraphs;
 use super::kernels::{Kernels, FP8_GEMM_MAX_ROWS, GEMV_MAX_ROWS, W8A8_AFTER_ROWS};
 use super::{step, CudaBackend, State};
 
+use crate::BackendError;
+
 /// Decode rows up to which the matmuls take the GEMV kernels (each row's products on the CUDA
 /// cores, reading the weights once for all rows); more take the tensor-core matmuls
 /// (gemm_fp8_tma, cuBLASLt, moe_tc). The GEMVs grow instruction-bound with the rows. On a lent
 /// H200 (fp8 KV cache, in process, 1,000-token prompts, output tok/s, one command a model,
 /// 2026-11-29), GEMVs against matmuls at:
-/// - Qwen3-8B shape, fp8 weights: 2 rows 546 / 450, 3 rows 707 / 704, 4 rows 884 / 945, 8 rows
-///   1,211 / 1,848; bf16 weights: 417 / 383, 573 / 571, 715 / 763, 1,070 / 1,439;
+/// - Qwen3-8B shape, fp8 weights: 2 rows 546 / 450, 4 rows 884 / 945, 8 rows 1,211 / 1,848;
+///   bf16 weights: 417 / 383, 715 / 763, 1,070 / 1,439;
 /// - GLM-4.7-Flash shape (MoE on dot products against moe_tc, MLA absorbed against not): 4 rows
 ///   468 / 429, 8 rows 571 / 645.
 ///
 /// So 4: no batch size measured is slower than with the GEMVs up to 8 rows, where 8 rows gain
-/// 35-52%. (Dense models alone would gain ~7% more at 4 rows with 3.)
+/// 35-52%. (Dense models alone would gain ~7% more at 4 rows with 2; decode steps of 3 rows run
+/// padded to 4.)
 const GEMV_ROWS: usize = 4;
-use crate::BackendError;
 
 /// Device facts for the startup log and the memory planner.
 #[derive(Debug, Clone)]
