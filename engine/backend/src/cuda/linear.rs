@@ -20,6 +20,18 @@ use crate::Backend;
 const FUSED_QKV_MAX_ROWS: usize = 2048;
 
 impl CudaBackend {
+    /// Whether a matmul over `rows` rows runs on the GEMV kernels (each row's products on the
+    /// CUDA cores, a row's bits the same at every row count they take) rather than a matmul.
+    pub(super) fn gemv_takes(&self, rows: usize) -> bool {
+        rows <= self.gemv_rows
+    }
+
+    /// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
+    /// matmuls' input type; the GEMV kernels read f32).
+    pub(super) fn matmul_input_bf16(&self, rows: usize) -> bool {
+        !self.gemv_takes(rows)
+    }
+
     /// `Backend::linear`.
     pub(super) fn linear_op(
         &self,

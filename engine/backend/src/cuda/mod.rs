@@ -132,18 +132,6 @@ impl Drop for CudaBackend {
 }
 
 impl CudaBackend {
-    /// Whether a matmul over `rows` rows runs on the GEMV kernels (each row's products on the
-    /// CUDA cores, a row's bits the same at every row count they take) rather than a matmul.
-    fn gemv_takes(&self, rows: usize) -> bool {
-        rows <= self.gemv_rows
-    }
-
-    /// Whether an op over `rows` rows whose output only feeds matmuls writes it in bf16 (the
-    /// matmuls' input type; the GEMV kernels read f32).
-    fn matmul_input_bf16(&self, rows: usize) -> bool {
-        !self.gemv_takes(rows)
-    }
-
     /// The size of a decode graph step this batch is, if graphs are on and it is one.
     fn graph_size(&self, b: &ForwardBatch) -> Option<usize> {
         let n = b.tokens.len();
