@@ -102,19 +102,16 @@ impl CudaBackend {
     /// Whether `rope_attention` takes one launch for this step: every row its sequence's one new
     /// token (decode rows, padding included), at most `ROPE_ATTN_MAX_KEYS` keys when it is one
     /// row (its merge runs in a block a KV head; with more rows the merges run side by side),
-    /// and a layout, row count and setting `Kernels::fuses_rope_attention` takes.
+    /// and a layout and setting `Kernels::fuses_rope_attention` takes.
     pub fn fuses_rope_attention(&self, shape: AttnShape, step: &CudaStep) -> bool {
         step.n_tokens >= 1
             && step.n_short_rows == step.n_tokens
             && step.seqs.len() == step.n_tokens
             && step.seqs.iter().all(|s| s[1] == 1)
             && !(step.n_tokens == 1 && long_row(step))
-            && self.kernels.fuses_rope_attention(
-                shape.n_heads,
-                shape.n_kv_heads,
-                shape.head_dim,
-                step.n_tokens,
-            )
+            && self
+                .kernels
+                .fuses_rope_attention(shape.n_heads, shape.n_kv_heads, shape.head_dim)
     }
 
     /// `Backend::attention`.

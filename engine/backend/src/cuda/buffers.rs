@@ -7,8 +7,8 @@ use crate::ops::{KvCacheSpec, KvDtype};
 
 /// An activation buffer in the step arena (see `arena`), valid until the next step: f32, or
 /// bf16 where it only feeds matmuls (the output of a norm or a SiLU product over more rows than
-/// the GEMVs take, `CudaBackend::matmul_input_bf16`), which saves the matmul a conversion pass. `to_host` gives f32
-/// either way.
+/// the GEMVs take, `CudaBackend::matmul_input_bf16`), which saves the matmul a conversion pass.
+/// `to_host` gives f32 either way.
 #[derive(Debug, Clone, Copy)]
 pub struct CudaBuf {
     pub(super) ptr: u64,

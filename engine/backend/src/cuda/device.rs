@@ -31,6 +31,15 @@ use crate::BackendError;
 /// padded to 4.)
 const GEMV_ROWS: usize = 4;
 
+/// A row count from the environment variable `name`, else `default`, within `lo..=hi`.
+fn env_rows(name: &str, default: usize, (lo, hi): (usize, usize)) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(default)
+        .clamp(lo, hi)
+}
+
 /// Device facts for the startup log and the memory planner.
 #[derive(Debug, Clone)]
 pub struct CudaDeviceInfo {
@@ -83,16 +92,12 @@ impl CudaBackend {
         } else {
             FP8_GEMM_MAX_ROWS
         };
-        let w8a8_after = std::env::var("HEARTH_FP8_W8A8_ROWS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(default_after)
-            .clamp(GEMV_MAX_ROWS, FP8_GEMM_MAX_ROWS);
-        let gemv_rows = std::env::var("HEARTH_GEMV_ROWS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(GEMV_ROWS)
-            .clamp(1, GEMV_MAX_ROWS);
+        let w8a8_after = env_rows(
+            "HEARTH_FP8_W8A8_ROWS",
+            default_after,
+            (GEMV_MAX_ROWS, FP8_GEMM_MAX_ROWS),
+        );
+        let gemv_rows = env_rows("HEARTH_GEMV_ROWS", GEMV_ROWS, (1, GEMV_MAX_ROWS));
         let state = State {
             arena: Arena::new(stream.clone()),
             gemm,

@@ -135,19 +135,12 @@ impl Kernels {
         }
     }
 
-    /// Whether a decode step of `rows` rows runs its q/k norm + RoPE + cache write and its
-    /// decode attention (with the split merge) as one launch, `rope_attention_decode`: a head
-    /// layout the tensor-core decode kernel takes, no weight ring (which records the three steps
-    /// itself), and not HEARTH_ROPE_ATTN=0.
-    pub fn fuses_rope_attention(
-        &self,
-        n_heads: usize,
-        n_kv_heads: usize,
-        head_dim: usize,
-        rows: usize,
-    ) -> bool {
-        rows >= 1
-            && self.rope_attn_on
+    /// Whether a decode step runs its q/k norm + RoPE + cache write and its decode attention
+    /// (with the split merge) as one launch, `rope_attention_decode`: a head layout the
+    /// tensor-core decode kernel takes, no weight ring (which records the three steps itself),
+    /// and not HEARTH_ROPE_ATTN=0.
+    pub fn fuses_rope_attention(&self, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> bool {
+        self.rope_attn_on
             && self.ring.is_none()
             && Self::decode_tc_supports(n_heads, n_kv_heads, head_dim)
             && n_kv_heads <= ROPE_ATTN_MAX_KV_HEADS
