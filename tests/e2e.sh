@@ -66,9 +66,26 @@ seed_specs_fail_fast_with_what_is_supported() {
         MODEL_DIR="$TMP/models" timeout 20 "$ENGINE" generate --spec "$s" --prompt hi \
             >"$TMP/seed.out" 2>&1 || rc=$?
         cat "$TMP/seed.out"
-        [ "$rc" -eq 1 ] && grep -q "supported" "$TMP/seed.out" &&
+        [ "$rc" -eq 1 ] && grep -q "engine.tensor_parallel_size" "$TMP/seed.out" &&
+            grep -q "engine.quantization: modelopt_fp4" "$TMP/seed.out" &&
+            grep -q "supported: none, fp8" "$TMP/seed.out" &&
             ! grep -q "panicked" "$TMP/seed.out" || return 1
     done
+}
+
+# A spec the engine could load but asks for several GPUs: refused before anything loads (it
+# would otherwise run on one GPU as if tensor parallelism were on), key, value and allowed.
+multi_gpu_spec_is_refused_not_ignored() {
+    sed 's/^  device: cpu$/  device: auto\n  tensor_parallel_size: 2\n  speculative_config: {method: ngram, num_speculative_tokens: 3}/' \
+        specs/default.yaml >"$TMP/tp2.yaml"
+    grep -q "tensor_parallel_size: 2" "$TMP/tp2.yaml" || return 1
+    local rc=0
+    timeout 20 "$ENGINE" serve --spec "$TMP/tp2.yaml" >"$TMP/tp2.out" 2>&1 || rc=$?
+    cat "$TMP/tp2.out"
+    [ "$rc" -eq 1 ] &&
+        grep -q "engine.tensor_parallel_size: 2: .*allowed: 1" "$TMP/tp2.out" &&
+        grep -q "engine.speculative_config: {method: ngram" "$TMP/tp2.out" &&
+        ! grep -q "resolved model source" "$TMP/tp2.out" && ! grep -q "panicked" "$TMP/tp2.out"
 }
 
 bench_reports_prefill_and_decode() {
@@ -156,6 +173,7 @@ check "a bad spec names the key, the value and the allowed values" bad_spec_name
 check "default spec: 'What is the capital of France?' -> Paris" default_spec_answers_paris
 check "an unsupported architecture fails at once, listing the supported ones" unsupported_architecture_fails_fast
 check "seed specs we cannot run yet fail at once, saying what is supported" seed_specs_fail_fast_with_what_is_supported
+check "a spec asking for several GPUs is refused, not run on one" multi_gpu_spec_is_refused_not_ignored
 check "bench reports pp and tg" bench_reports_prefill_and_decode
 check "the official OpenAI and Anthropic SDKs against hearth-engine serve; load with disconnects; promtool on /metrics" openai_sdk_against_serve
 check "guided decoding through the SDKs: json_schema validates, forced tool calls parse" guided_decoding_with_the_sdks

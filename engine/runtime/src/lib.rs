@@ -2,6 +2,7 @@
 //! (scheduler -> model runner -> sampler), single-sequence generation for tools, and `bench`.
 
 pub mod bench;
+pub mod capabilities;
 pub mod device;
 pub mod engine;
 mod error;

@@ -41,8 +41,11 @@ pub struct LoadRequest {
 }
 
 impl LoadRequest {
-    pub fn from_spec(spec: &ResolvedSpec) -> Self {
-        LoadRequest {
+    /// The spec's load settings, or every setting it asks for that this build cannot honour
+    /// (capabilities.rs).
+    pub fn from_spec(spec: &ResolvedSpec) -> Result<Self, RuntimeError> {
+        crate::capabilities::check(&spec.engine)?;
+        Ok(LoadRequest {
             model: spec.model.clone(),
             tokenizer: spec.tokenizer.clone(),
             chat_template: spec.chat_template.clone(),
@@ -62,7 +65,7 @@ impl LoadRequest {
             block_size: spec.engine.block_size as usize,
             enable_prefix_caching: spec.engine.enable_prefix_caching,
             enable_chunked_prefill: spec.engine.enable_chunked_prefill,
-        }
+        })
     }
 
     /// A bare model source with defaults (CPU when no GPU backend is built).
@@ -159,14 +162,9 @@ pub fn load(req: &LoadRequest) -> Result<Loaded, RuntimeError> {
 }
 
 fn check_request(req: &LoadRequest) -> Result<(), RuntimeError> {
-    match req.quantization {
-        None | Some(Quantization::Fp8) => Ok(()),
-        Some(q) => Err(RuntimeError::Unsupported(format!(
-            "engine.quantization {}: this build runs checkpoints as they are (unquantized \
-             safetensors, GGUF blocks) or quantizes a dense model's linear layers to fp8 as it \
-             loads (supported: none, fp8)",
-            q.as_str()
-        ))),
+    match crate::capabilities::quantization(req.quantization) {
+        None => Ok(()),
+        Some(why) => Err(RuntimeError::Unsupported(why)),
     }
 }
 

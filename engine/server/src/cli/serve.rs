@@ -30,7 +30,7 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let spec = hearth_spec::load(&a.spec)?;
-    let req = LoadRequest::from_spec(&spec);
+    let req = LoadRequest::from_spec(&spec)?;
     let loaded = hearth_runtime::load(&req)?;
     let cfg = loaded.plan(&req)?;
     let Loaded {

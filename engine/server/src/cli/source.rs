@@ -32,7 +32,7 @@ impl ModelArgs {
         let mut req = match (&self.spec, &self.model) {
             (Some(spec), _) => {
                 let spec = hearth_spec::load(spec)?;
-                LoadRequest::from_spec(&spec)
+                LoadRequest::from_spec(&spec)?
             }
             (None, Some(src)) => {
                 let source = hearth_spec::ModelSource::parse(src)
