@@ -99,8 +99,9 @@
 #   readpat  how fast gemm_fp8's block tiling can read a weight matrix with no products, row-major
 #            against tiled (tests/device/read_pattern_bench.cu; needs only nvcc there)
 #   kvstride the paged KV cache's layout (a token's heads together) against one head's page of
-#            keys together, read in decode attention's shape, against the copy rate
-#            (tests/device/kv_stride_bench.cu; needs only nvcc there)
+#            keys together, K and V read in decode attention's shape (fp8 and bf16 pieces,
+#            consecutive and shuffled pages, 3-5 blocks an SM or all that fit), against the copy
+#            rate (tests/device/kv_stride_bench.cu; needs only nvcc there)
 #   chain    batch-1 decode modelled as a chain of GEMVs (GLM-4.7-Flash and Qwen3-8B byte sizes):
 #            a kernel a step in a graph (with and without PDL) vs one persistent kernel with grid
 #            barriers or with a weight ring (a producer warp streaming the weights ahead of the
