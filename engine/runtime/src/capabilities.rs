@@ -3,9 +3,11 @@
 //! yet: several GPUs for one model, speculative decoding, config overrides. Serving such a spec
 //! on one GPU without a word would leave a user believing, say, that tensor parallelism is on,
 //! or run out of memory later; so each is refused here, before anything loads, naming the key,
-//! its value and what is allowed. What a checkpoint holds is checked where it loads.
+//! its value and what is allowed. What a checkpoint holds is checked where it loads. Settings
+//! the engine honours in its own way (the compute and KV cache dtypes) are not refused; they
+//! are said in the startup log (`adjustments`).
 
-use hearth_spec::{EngineSpec, Quantization};
+use hearth_spec::{Dtype, EngineSpec, KvCacheDtype, Quantization};
 
 use crate::RuntimeError;
 
@@ -68,6 +70,26 @@ pub fn check(e: &EngineSpec) -> Result<(), RuntimeError> {
     } else {
         Err(RuntimeError::Unsupported(issues.join("\n")))
     }
+}
+
+/// The spec settings this build runs otherwise than asked, one startup-log line each.
+pub fn adjustments(e: &EngineSpec) -> Vec<String> {
+    let mut lines = Vec::new();
+    if matches!(e.dtype, Dtype::Float16 | Dtype::Float32) {
+        lines.push(format!(
+            "engine.dtype: {}: this engine computes in bfloat16 on a GPU and float32 on the CPU, \
+             whatever the dtype; running so (auto or bfloat16 say it)",
+            e.dtype.as_str()
+        ));
+    }
+    if e.kv_cache_dtype == KvCacheDtype::Float16 {
+        lines.push(
+            "engine.kv_cache_dtype: float16: a GPU's KV cache is bfloat16 or fp8; storing it in \
+             bfloat16 (auto or bfloat16 say it)"
+                .to_owned(),
+        );
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -147,6 +169,21 @@ mod tests {
         );
         assert!(lines[1].ends_with("(supported: none, fp8)"), "{m}");
         check(&engine("{quantization: fp8}")).expect("fp8 runs");
+    }
+
+    #[test]
+    fn dtypes_run_otherwise_are_said_not_refused() {
+        let e = engine("{dtype: half, kv_cache_dtype: float16}");
+        check(&e).expect("runs");
+        let lines = adjustments(&e);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("engine.dtype: float16: "), "{lines:?}");
+        assert!(
+            lines[1].starts_with("engine.kv_cache_dtype: float16: "),
+            "{lines:?}"
+        );
+        assert!(adjustments(&engine("{dtype: bfloat16, kv_cache_dtype: fp8}")).is_empty());
+        assert!(adjustments(&engine("{dtype: auto}")).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use hearth_models::gguf::GgufFile;
 use hearth_models::{CausalLm, WeightSource};
 use hearth_spec::{Device, ModelSource, Quantization, ResolvedSpec};
 use hearth_text::{ChatTemplate, Tokenizer};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::device::{pick, DeviceBackend, ModelEngine, OnBackend, Picked};
 use crate::engine::{EngineConfig, EngineHandle};
@@ -45,6 +45,9 @@ impl LoadRequest {
     /// (capabilities.rs).
     pub fn from_spec(spec: &ResolvedSpec) -> Result<Self, RuntimeError> {
         crate::capabilities::check(&spec.engine)?;
+        for line in crate::capabilities::adjustments(&spec.engine) {
+            warn!("{line}");
+        }
         Ok(LoadRequest {
             model: spec.model.clone(),
             tokenizer: spec.tokenizer.clone(),
